@@ -1,0 +1,46 @@
+"""The exceptions venturi raises.  Every one says what went wrong and what to do."""
+
+from __future__ import annotations
+
+
+class VenturiError(Exception):
+    """Root of every error venturi raises on purpose."""
+
+
+class BadPrefix(VenturiError, ValueError):
+    """A queue prefix that is not a short lowercase SQL identifier."""
+
+
+class UnknownKind(VenturiError, LookupError):
+    """A task kind that is not in the queue's registry."""
+
+
+class DuplicateKind(VenturiError, ValueError):
+    """Two task types registered under one kind."""
+
+
+class InvalidPayload(VenturiError, ValueError):
+    """A payload, carry or attachment that fails its schema or is not JSON.
+
+    ``fields`` maps each offending field name to its messages.
+    """
+
+    def __init__(self, message: str, fields: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.fields = fields or {}
+
+
+class InvalidOption(VenturiError, ValueError):
+    """An enqueue or worker option out of range (priority, delay, run time...)."""
+
+
+class SchemaNotMigrated(VenturiError):
+    """The queue's tables are missing or older than this venturi expects."""
+
+
+class JobNotFound(VenturiError, LookupError):
+    """No job with the given id exists in the queue."""
+
+
+class InvalidTransition(VenturiError):
+    """An admin action asked for a state change the job's status forbids."""

@@ -1,0 +1,222 @@
+"""Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``.
+
+The tables describe the seed DDL exactly.  Every index and constraint has an
+explicit name equal to PostgreSQL's own default for that DDL, wrapped in
+``conv()`` so a project's ``naming_convention`` cannot rename it; Alembic
+autogenerate against a database migrated by ``alembic_venturi`` therefore
+reports no differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.elements import conv
+from ulid import ULID
+
+from venturi_sa.prefix import Names
+from venturi_sa.states import OUTCOMES, STATUSES, Status
+
+NORMAL_PRIORITY = 1
+
+
+def new_job_id() -> str:
+    """A fresh ULID in its canonical 26-character form."""
+    return str(ULID())
+
+
+def _in_list(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{value}'" for value in values)
+    return f"{column} IN ({quoted})"
+
+
+class JobBase:
+    """Columns and helpers shared by every prefix's ``Job`` class (typing aid)."""
+
+    __venturi_prefix__: str
+    id: Mapped[str]
+    kind: Mapped[str]
+    payload: Mapped[Any]
+    priority: Mapped[int]
+    status: Mapped[str]
+    created_at: Mapped[datetime]
+    visible_at: Mapped[datetime]
+    claim_expires_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None]
+    finished_at: Mapped[datetime | None]
+    run_count: Mapped[int]
+    failure_count: Mapped[int]
+    carry: Mapped[Any]
+    dedup_key: Mapped[str | None]
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.kind} {self.status}>"
+
+
+class JournalEntryBase:
+    """Columns shared by every prefix's ``JournalEntry`` class (typing aid)."""
+
+    __venturi_prefix__: str
+    id: Mapped[int]
+    job_id: Mapped[str]
+    kind: Mapped[str]
+    run_no: Mapped[int]
+    recorded_at: Mapped[datetime]
+    outcome: Mapped[str]
+    note: Mapped[str | None]
+    attachment: Mapped[Any]
+
+    def __repr__(self) -> str:
+        return f"<JournalEntry {self.job_id} run {self.run_no} {self.outcome}>"
+
+
+@dataclass(frozen=True)
+class Models:
+    """The mapped classes of one queue prefix."""
+
+    prefix: str
+    Job: type[JobBase]
+    JournalEntry: type[JournalEntryBase]
+
+    @property
+    def names(self) -> Names:
+        return Names(self.prefix)
+
+    @property
+    def jobs_table(self) -> sa.Table:
+        return cast(sa.Table, self.Job.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def journal_table(self) -> sa.Table:
+        return cast(sa.Table, self.JournalEntry.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def metadata(self) -> sa.MetaData:
+        return self.jobs_table.metadata
+
+
+_PRIVATE: dict[str, Models] = {}
+_ON_BASE = "__venturi_models__"
+
+
+def _private_base() -> type[DeclarativeBase]:
+    class PrivateBase(DeclarativeBase):
+        pass
+
+    return PrivateBase
+
+
+def _class_name(prefix: str, name: str) -> str:
+    camel = "".join(part.capitalize() for part in prefix.split("_"))
+    return f"{camel}{name}_{prefix}"
+
+
+def _jobs_args(n: Names) -> tuple[Any, ...]:
+    pending = sa.text("status = 'pending'")
+    return (
+        sa.PrimaryKeyConstraint("id", name=conv(n.index("jobs_pkey"))),
+        sa.CheckConstraint("priority IN (0, 1, 2)", name=conv(n.index("jobs_priority_check"))),
+        sa.CheckConstraint(_in_list("status", STATUSES), name=conv(n.index("jobs_status_check"))),
+        sa.Index(conv(n.index("jobs_claim")), "kind", "priority", "created_at", "visible_at",
+                 postgresql_where=pending),
+        sa.Index(conv(n.index("jobs_claim_priority")), "priority", "created_at", "visible_at",
+                 postgresql_where=pending),
+        sa.Index(conv(n.index("jobs_visible")), "kind", "visible_at", postgresql_where=pending),
+        sa.Index(conv(n.index("jobs_dedup")), "kind", "dedup_key", "created_at",
+                 postgresql_where=sa.text("dedup_key IS NOT NULL AND status = 'pending'")),
+        sa.Index(conv(n.index("jobs_lease")), "claim_expires_at",
+                 postgresql_where=sa.text("status = 'claimed'")),
+        sa.Index(conv(n.index("jobs_history")), "status", "kind", "finished_at"),
+        sa.Index(conv(n.index("jobs_finished")), "finished_at",
+                 postgresql_where=sa.text("finished_at IS NOT NULL")),
+        sa.Index(conv(n.index("jobs_created")), "created_at", "id"),
+    )
+
+
+def _journal_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("id", name=conv(n.index("journal_pkey"))),
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("journal_job_id_fkey"))),
+        sa.CheckConstraint(_in_list("outcome", OUTCOMES), name=conv(n.index("journal_outcome_check"))),
+        sa.Index(conv(n.index("journal_job")), "job_id", "id"),
+    )
+
+
+def _job_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "id": mapped_column(sa.Text, default=new_job_id),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "payload": mapped_column(postgresql.JSONB, nullable=False),
+        "priority": mapped_column(sa.SmallInteger, nullable=False, server_default=sa.text("1"),
+                                  default=NORMAL_PRIORITY),
+        "status": mapped_column(sa.Text, nullable=False, default=Status.PENDING.value),
+        "created_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "visible_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "claim_expires_at": mapped_column(tz, nullable=True),
+        "claimed_by": mapped_column(sa.Text, nullable=True),
+        "finished_at": mapped_column(tz, nullable=True),
+        "run_count": mapped_column(sa.Integer, nullable=False, server_default=sa.text("0"), default=0),
+        "failure_count": mapped_column(sa.Integer, nullable=False, server_default=sa.text("0"),
+                                       default=0),
+        "carry": mapped_column(postgresql.JSONB, nullable=False,
+                               server_default=sa.text("'null'::jsonb")),
+        "dedup_key": mapped_column(sa.Text, nullable=True),
+    }
+
+
+def _journal_columns() -> dict[str, Any]:
+    return {
+        "id": mapped_column(sa.BigInteger, sa.Identity(always=True)),
+        "job_id": mapped_column(sa.Text, nullable=False),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "run_no": mapped_column(sa.Integer, nullable=False),
+        "recorded_at": mapped_column(sa.DateTime(timezone=True), nullable=False,
+                                     default=sa.func.now()),
+        "outcome": mapped_column(sa.Text, nullable=False),
+        "note": mapped_column(sa.Text, nullable=True),
+        "attachment": mapped_column(postgresql.JSONB(none_as_null=True), nullable=True),
+    }
+
+
+def make_models(prefix: str, base: type[DeclarativeBase] | None = None) -> Models:
+    """Return the mapped ``Job`` and ``JournalEntry`` classes for ``prefix``.
+
+    With ``base`` (the application's declarative base) the tables join the
+    application's ``MetaData``, so its Alembic autogenerate sees them.
+    Without it, each prefix gets a private base.  Calling again with the
+    same base and prefix returns the same classes.  Raises ``BadPrefix``
+    (a ``ValueError``) before anything is defined if the prefix is invalid.
+    """
+    names = Names(prefix)
+    registry: dict[str, Models] = _PRIVATE if base is None else base.__dict__.get(_ON_BASE, {})
+    if prefix in registry:
+        return registry[prefix]
+    if base is None:
+        base = _private_base()
+    else:
+        setattr(base, _ON_BASE, registry)
+    job_ns: dict[str, Any] = {
+        "__tablename__": names.jobs,
+        "__table_args__": _jobs_args(names),
+        "__venturi_prefix__": prefix,
+        **_job_columns(),
+    }
+    job_cls = type(_class_name(prefix, "Job"), (JobBase, base), job_ns)
+    journal_ns: dict[str, Any] = {
+        "__tablename__": names.journal,
+        "__table_args__": _journal_args(names),
+        "__venturi_prefix__": prefix,
+        **_journal_columns(),
+        "job": relationship(job_cls, viewonly=True),
+    }
+    journal_cls = type(_class_name(prefix, "JournalEntry"), (JournalEntryBase, base), journal_ns)
+    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls)
+    registry[prefix] = models
+    return models

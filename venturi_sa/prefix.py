@@ -1,0 +1,74 @@
+"""Queue prefixes: validation and every name derived from a prefix.
+
+The prefix is the one token venturi substitutes into SQL as plain text, so
+:func:`validate_prefix` is the injection guard: it runs before any SQL,
+engine or Alembic configuration is built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from venturi_sa.errors import BadPrefix
+
+PREFIX_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
+PG_IDENTIFIER_MAX = 63
+# The longest name derived from a prefix is ``<prefix>_journal_outcome_check``.
+LONGEST_SUFFIX = "_journal_outcome_check"
+MAX_PREFIX_LENGTH = PG_IDENTIFIER_MAX - len(LONGEST_SUFFIX)
+
+
+def validate_prefix(prefix: object) -> str:
+    """Return ``prefix`` unchanged if it is a usable queue prefix.
+
+    Raises :class:`~venturi_sa.errors.BadPrefix` (a ``ValueError``) naming
+    what is allowed otherwise.  Nothing is written in either case.
+    """
+    if not isinstance(prefix, str):
+        raise BadPrefix(f"queue prefix must be a string, got {type(prefix).__name__}")
+    if not PREFIX_PATTERN.fullmatch(prefix):
+        raise BadPrefix(
+            f"invalid queue prefix {prefix!r}: use lowercase letters, digits and "
+            "underscores, starting with a letter or underscore (^[a-z_][a-z0-9_]*$)"
+        )
+    if len(prefix) > MAX_PREFIX_LENGTH:
+        raise BadPrefix(
+            f"queue prefix {prefix!r} is {len(prefix)} characters; at most "
+            f"{MAX_PREFIX_LENGTH} are allowed so that every derived name "
+            f"(e.g. {prefix}{LONGEST_SUFFIX}) fits PostgreSQL's "
+            f"{PG_IDENTIFIER_MAX}-byte identifier limit"
+        )
+    return prefix
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every database name venturi derives from one validated prefix."""
+
+    prefix: str
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.prefix)
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.prefix}_jobs"
+
+    @property
+    def journal(self) -> str:
+        return f"{self.prefix}_journal"
+
+    @property
+    def version_table(self) -> str:
+        """The per-prefix Alembic version table."""
+        return f"{self.prefix}_alembic_version"
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel that wakes this queue's workers."""
+        return f"{self.prefix}_jobs"
+
+    def index(self, suffix: str) -> str:
+        """An index or constraint name, e.g. ``index("jobs_claim")``."""
+        return f"{self.prefix}_{suffix}"
