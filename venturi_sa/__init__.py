@@ -1,4 +1,9 @@
-"""venturi: a PostgreSQL job queue that joins your SQLAlchemy session."""
+"""venturi: a PostgreSQL job queue that joins your SQLAlchemy session.
+
+Define tasks (:class:`Task`), put them in a :class:`Queue` built on
+:func:`make_models`, enqueue inside your own transaction, and run a
+:class:`Worker`.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +12,46 @@ from venturi_sa.errors import (
     DuplicateKind,
     InvalidOption,
     InvalidPayload,
+    InvalidTransition,
     JobNotFound,
     SchemaNotMigrated,
     UnknownKind,
     VenturiError,
 )
 from venturi_sa.models import Models, make_models
+from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
+from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome, Status
+from venturi_sa.task import Priority, Registry, Task, task
+from venturi_sa.worker import JobContext, Worker
 
 __all__ = [
     "BadPrefix",
+    "Coalesce",
+    "Complete",
+    "Die",
     "DuplicateKind",
+    "Independent",
     "InvalidOption",
     "InvalidPayload",
+    "InvalidTransition",
+    "JobContext",
     "JobNotFound",
     "Models",
     "Outcome",
+    "Pause",
+    "Priority",
+    "Queue",
+    "Registry",
+    "Retry",
     "SchemaNotMigrated",
     "Status",
+    "Task",
     "UnknownKind",
     "VenturiError",
+    "Worker",
     "make_models",
+    "task",
     "validate_prefix",
 ]

@@ -178,7 +178,7 @@ def _journal_columns() -> dict[str, Any]:
         "kind": mapped_column(sa.Text, nullable=False),
         "run_no": mapped_column(sa.Integer, nullable=False),
         "recorded_at": mapped_column(sa.DateTime(timezone=True), nullable=False,
-                                     default=sa.func.now()),
+                                     default=sa.func.clock_timestamp()),
         "outcome": mapped_column(sa.Text, nullable=False),
         "note": mapped_column(sa.Text, nullable=True),
         "attachment": mapped_column(postgresql.JSONB(none_as_null=True), nullable=True),

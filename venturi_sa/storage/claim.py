@@ -1,0 +1,88 @@
+"""Claiming: one round trip takes up to ``limit`` eligible jobs with SKIP LOCKED."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.models import Models
+from venturi_sa.states import Status
+from venturi_sa.storage.params import ClaimedJob, ClaimParams
+
+
+def _lease_expr(models: Models, params: ClaimParams) -> Any:
+    distinct = {params.leases.get(kind, params.default_lease) for kind in params.kinds}
+    if len(distinct) == 1:
+        return sa.literal(distinct.pop(), sa.Interval)
+    whens = {kind: sa.literal(params.leases.get(kind, params.default_lease), sa.Interval)
+             for kind in params.kinds}
+    return sa.case(whens, value=models.Job.kind, else_=sa.literal(params.default_lease, sa.Interval))
+
+
+def claim_statement(models: Models, params: ClaimParams) -> Any:
+    """``WITH claimable AS MATERIALIZED (SELECT ... FOR UPDATE SKIP LOCKED) UPDATE ... RETURNING``.
+
+    The materialized CTE runs the locking SELECT exactly once, so the claim
+    never takes more than ``limit`` rows.
+    """
+    job = models.Job
+    candidates = (
+        sa.select(job.id)
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)),
+               job.visible_at <= sa.func.now())
+        .order_by(job.priority, job.created_at)
+        .limit(params.limit)
+        .with_for_update(skip_locked=True)
+        .cte("claimable")
+        .prefix_with("MATERIALIZED")
+    )
+    return (
+        sa.update(job)
+        .where(job.id == candidates.c.id)
+        .values(
+            status=Status.CLAIMED.value,
+            claimed_by=params.worker_id,
+            run_count=job.run_count + 1,
+            claim_expires_at=sa.func.now() + _lease_expr(models, params),
+        )
+        .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
+                   job.run_count, job.failure_count)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def claim(models: Models, session: Session, params: ClaimParams) -> list[ClaimedJob]:
+    """Claim up to ``params.limit`` jobs in ``session`` (the caller commits at once).
+
+    Rows come back in claim order: priority, then age, then id.
+    """
+    if params.limit <= 0 or not params.kinds:
+        return []
+    rows = session.execute(claim_statement(models, params)).all()
+    jobs = [
+        ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
+                   created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
+                   claimed_by=params.worker_id)
+        for r in rows
+    ]
+    jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
+    return jobs
+
+
+def seconds_until_visible(models: Models, session: Session, kinds: list[str]) -> float | None:
+    """Seconds from the database clock until the soonest future ``visible_at`` among ``kinds``."""
+    if not kinds:
+        return None
+    job = models.Job
+    soonest = (
+        sa.select(sa.func.min(job.visible_at))
+        .where(job.status == Status.PENDING.value, job.kind.in_(kinds), job.visible_at > sa.func.now())
+        .scalar_subquery()
+    )
+    value = session.execute(sa.select(sa.func.extract("epoch", soonest - sa.func.now()))).scalar()
+    return None if value is None else max(0.0, float(value))
+
+
+__all__ = ["claim", "claim_statement", "seconds_until_visible"]

@@ -1,0 +1,226 @@
+"""The task model: a task type is a ``KIND``, a payload schema and a policy.
+
+Subclass :class:`Task` once per kind of work::
+
+    class SendReceipt(Task):
+        KIND = "send_receipt"
+
+        class Payload(Schema):
+            order_id = fields.Integer(required=True)
+
+        max_failures = 5
+
+        def run(self, ctx):
+            mail_receipt(self.payload["order_id"])
+
+``SendReceipt(order_id=7)`` validates the fields through ``Payload`` at once
+and raises :class:`~venturi_sa.errors.InvalidPayload` naming a bad field.
+The worker rebuilds the task from the stored JSON with the same schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from marshmallow import Schema
+
+from venturi_sa import payloads
+from venturi_sa.errors import InvalidOption
+from venturi_sa.outcomes import Coalesce, MergeDecision, RunOutcome
+
+if TYPE_CHECKING:
+    from venturi_sa.models import JobBase
+    from venturi_sa.worker.context import JobContext
+
+KIND_PATTERN = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
+MAX_BACKOFF = timedelta(hours=1)
+
+
+class Priority(enum.IntEnum):
+    """Priority tiers; lower runs first."""
+
+    HIGH = 0
+    NORMAL = 1
+    LOW = 2
+
+
+class EmptyPayload(Schema):
+    """The payload schema of a task that takes no fields."""
+
+
+def check_priority(value: object, field: str = "priority") -> Priority:
+    """Return ``value`` as a :class:`Priority`, or raise ``InvalidOption`` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidOption(f"{field} must be Priority.HIGH/NORMAL/LOW (0, 1, 2), got {value!r}")
+    try:
+        return Priority(value)
+    except ValueError:
+        raise InvalidOption(f"{field} must be 0 (HIGH), 1 (NORMAL) or 2 (LOW), got {value!r}") from None
+
+
+class Task:
+    """Base class of every task type.  Subclasses set ``KIND`` and ``Payload``.
+
+    Class policy (override on the subclass):
+
+    * ``priority`` -- default tier for new jobs (``Priority.NORMAL``).
+    * ``max_failures`` -- the backstop: the failure that reaches it makes the job ``dead``.
+    * ``lease`` -- how long a claim lasts without renewal; the worker renews it while running.
+    * ``concurrency`` -- per-worker cap on running jobs of this kind (``None``: no cap).
+    * ``backoff(failure_count)`` -- delay before a retry becomes eligible.
+    """
+
+    KIND: ClassVar[str]
+    Payload: ClassVar[type[Schema]] = EmptyPayload
+    Carry: ClassVar[type[Schema] | None] = None
+    priority: ClassVar[int] = Priority.NORMAL
+    max_failures: ClassVar[int] = 5
+    lease: ClassVar[timedelta] = timedelta(seconds=60)
+    concurrency: ClassVar[int | None] = None
+
+    payload_schema: ClassVar[Schema]
+    carry_schema: ClassVar[Schema | None]
+    payload: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.payload_schema = cls.Payload()
+        cls.carry_schema = cls.Carry() if cls.Carry is not None else None
+        if "KIND" in cls.__dict__:
+            _check_policy(cls)
+
+    def __init__(self, **fields: Any) -> None:
+        """Validate ``fields`` through the ``Payload`` schema (raises ``InvalidPayload``)."""
+        self.payload = payloads.load(self.payload_schema, fields, f"payload of {self.kind_name()!r}")
+
+    @classmethod
+    def kind_name(cls) -> str:
+        return getattr(cls, "KIND", cls.__name__)
+
+    @classmethod
+    def from_stored(cls, data: Any) -> Task:
+        """Rebuild a task from its stored JSON payload (raises ``InvalidPayload``)."""
+        if not isinstance(data, dict):
+            raise payloads.InvalidPayload(
+                f"stored payload of {cls.kind_name()!r} is {type(data).__name__}, not an object"
+            )
+        return cls(**data)
+
+    def stored_payload(self) -> Any:
+        """The JSON form of this task's payload, as it is written to the jobs row."""
+        return payloads.dump(self.payload_schema, self.payload, f"payload of {self.kind_name()!r}")
+
+    @classmethod
+    def backoff(cls, failure_count: int) -> timedelta:
+        """Delay before retry number ``failure_count``: 2^n seconds, at most an hour."""
+        return min(timedelta(seconds=2 ** min(failure_count, 20)), MAX_BACKOFF)
+
+    def dedup_key(self) -> str | None:
+        """A key under which pending jobs of this kind are merged; ``None`` never merges."""
+        return None
+
+    def merge(self, existing: JobBase) -> MergeDecision:
+        """Decide what happens to this task given the oldest pending sibling.
+
+        The default coalesces and keeps the existing payload.
+        """
+        return Coalesce(existing.payload)
+
+    def run(self, ctx: JobContext) -> RunOutcome | None:
+        """Do the work.  Return an outcome (``None`` means ``Complete()``)."""
+        raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
+
+
+def _check_policy(cls: type[Task]) -> None:
+    kind = cls.__dict__["KIND"]
+    if not isinstance(kind, str) or not KIND_PATTERN.fullmatch(kind):
+        raise InvalidOption(
+            f"{cls.__name__}.KIND must be 1-200 characters of letters, digits and _.:-/, got {kind!r}"
+        )
+    check_priority(cls.priority, f"{cls.__name__}.priority")
+    if isinstance(cls.max_failures, bool) or not isinstance(cls.max_failures, int) or cls.max_failures < 1:
+        raise InvalidOption(f"{cls.__name__}.max_failures must be an integer >= 1")
+    if not isinstance(cls.lease, timedelta) or cls.lease.total_seconds() < 1:
+        raise InvalidOption(f"{cls.__name__}.lease must be a timedelta of at least 1 second")
+    if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
+        raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
+
+
+def task(
+    kind: str,
+    *,
+    payload: type[Schema] = EmptyPayload,
+    carry: type[Schema] | None = None,
+    **policy: Any,
+) -> Callable[[Callable[[Any, JobContext], RunOutcome | None]], type[Task]]:
+    """Decorate ``fn(payload, ctx)`` to make it a :class:`Task` type of ``kind``.
+
+    ``policy`` takes the class attributes of :class:`Task` (``priority``,
+    ``max_failures``, ``lease``, ``concurrency``) and ``backoff``/``dedup_key``
+    callables.  The result is an ordinary ``Task`` subclass.
+    """
+
+    def wrap(fn: Callable[[Any, JobContext], RunOutcome | None]) -> type[Task]:
+        def run(self: Task, ctx: JobContext) -> RunOutcome | None:
+            return fn(self.payload, ctx)
+
+        namespace: dict[str, Any] = {"KIND": kind, "Payload": payload, "Carry": carry, "run": run}
+        for name, value in policy.items():
+            if name == "backoff":
+                namespace[name] = classmethod(lambda cls, n, _f=value: _f(n))
+            elif name == "dedup_key":
+                namespace[name] = lambda self, _f=value: _f(self.payload)
+            else:
+                namespace[name] = value
+        namespace["__doc__"] = fn.__doc__
+        namespace["__module__"] = fn.__module__
+        return type(fn.__name__, (Task,), namespace)
+
+    return wrap
+
+
+class Registry:
+    """kind -> task type.  Registering one kind twice is an error."""
+
+    def __init__(self, tasks: list[type[Task]] | tuple[type[Task], ...] = ()) -> None:
+        self._tasks: dict[str, type[Task]] = {}
+        for task_type in tasks:
+            self.register(task_type)
+
+    def register(self, task_type: type[Task]) -> type[Task]:
+        from venturi_sa.errors import DuplicateKind
+
+        if not (isinstance(task_type, type) and issubclass(task_type, Task)) or "KIND" not in vars(task_type):
+            raise InvalidOption(f"{task_type!r} is not a Task subclass with a KIND")
+        kind = task_type.KIND
+        if kind in self._tasks and self._tasks[kind] is not task_type:
+            raise DuplicateKind(
+                f"kind {kind!r} is registered twice ({self._tasks[kind].__qualname__} and "
+                f"{task_type.__qualname__}); each kind needs exactly one task type"
+            )
+        self._tasks[kind] = task_type
+        return task_type
+
+    def get(self, kind: str) -> type[Task]:
+        from venturi_sa.errors import UnknownKind
+
+        try:
+            return self._tasks[kind]
+        except KeyError:
+            raise UnknownKind(
+                f"unknown task kind {kind!r}; registered kinds: {', '.join(sorted(self._tasks)) or 'none'}"
+            ) from None
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._tasks
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._tasks.values())

@@ -1,0 +1,6 @@
+"""The worker: a producer that claims, executors that run, a completer that persists."""
+
+from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.worker import Worker
+
+__all__ = ["JobContext", "Worker"]

@@ -1,0 +1,69 @@
+"""What a handler sees of its job: ids, counters, carry, attachment and a session."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from venturi_sa import payloads
+from venturi_sa.storage.params import ClaimedJob
+
+
+class JobContext:
+    """The run context handed to ``Task.run``.
+
+    ``ctx.session`` is opened on first use; its transaction is committed
+    together with this run's outcome and rolled back with it, so a handler's
+    database effects happen exactly once (or not at all if the lease was lost).
+    """
+
+    def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],
+                 log: logging.LoggerAdapter[logging.Logger]) -> None:
+        self._job = job
+        self._open_session = open_session
+        self._session: Session | None = None
+        self.carry: Any = carry
+        """The carried state (through the task's ``Carry`` schema); assign to change it."""
+        self.attachment: Any = None
+        self.log = log
+        """A logger whose records carry this job's id, kind and run number."""
+
+    @property
+    def job_id(self) -> str:
+        return self._job.id
+
+    @property
+    def kind(self) -> str:
+        return self._job.kind
+
+    @property
+    def run_count(self) -> int:
+        """How many times this job has been claimed, this run included."""
+        return self._job.run_count
+
+    @property
+    def failure_count(self) -> int:
+        """Retryable failures and stale recoveries before this run."""
+        return self._job.failure_count
+
+    @property
+    def session(self) -> Session:
+        """A Session whose transaction commits together with this run's outcome."""
+        if self._session is None:
+            self._session = self._open_session()
+        return self._session
+
+    @property
+    def session_used(self) -> bool:
+        return self._session is not None
+
+    def take_session(self) -> Session | None:
+        session, self._session = self._session, None
+        return session
+
+    def set_attachment(self, obj: Any) -> None:
+        """Store ``obj`` (JSON) on this run's journal entry; raises ``InvalidPayload`` if not JSON."""
+        self.attachment = payloads.ensure_json(obj, "attachment")

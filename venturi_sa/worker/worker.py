@@ -1,0 +1,307 @@
+"""The worker process: claim up to the free slots, run each job, persist its outcome.
+
+Threads: the caller's thread is the producer (claims and waits); ``concurrency``
+executor threads run handlers; a lease keeper renews and recovers leases; a
+listener wakes the producer on ``NOTIFY``.  No transaction stays open while a
+handler runs, except the handler's own ``ctx.session``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as queue_mod
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import sessionmaker
+
+from venturi_sa.errors import InvalidOption
+from venturi_sa.storage import claim as claims
+from venturi_sa.storage.params import ClaimedJob, ClaimParams, RecoverParams
+from venturi_sa.worker.completer import Completer
+from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.executor import Run, process
+from venturi_sa.worker.joblog import job_log
+from venturi_sa.worker.leases import LeaseKeeper
+from venturi_sa.worker.listener import Listener
+
+if TYPE_CHECKING:
+    from venturi_sa.queue import Queue
+
+logger = logging.getLogger("venturi_sa.worker")
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Worker:
+    """Claims and runs jobs of ``queue`` on ``engine``.
+
+    ``kinds`` limits the worker to some task kinds (default: all registered);
+    ``concurrency`` is the number of jobs run at once; ``poll_interval`` the
+    longest idle sleep; ``listen=False`` disables LISTEN/NOTIFY (e.g. behind
+    a transaction-pooling proxy) and relies on polling alone; ``grace`` is
+    how long a stop waits for running jobs before releasing them.
+    ``on_event(name, data)`` is called for ``claimed``, ``finished`` and
+    ``idle`` (from worker threads; keep it quick).
+    """
+
+    def __init__(self, queue: Queue, engine: sa.Engine, *, kinds: Sequence[str] | None = None,
+                 concurrency: int = 10, poll_interval: float = 5.0, batch_size: int = 100,
+                 listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
+                 worker_id: str | None = None, on_event: EventHook | None = None) -> None:
+        if concurrency < 1:
+            raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
+        if poll_interval <= 0:
+            raise InvalidOption(f"poll_interval must be > 0, got {poll_interval}")
+        self.queue = queue
+        self.models = queue.models
+        self.engine = engine
+        self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.batch_size = max(1, batch_size)
+        self.listen = listen
+        self.grace = grace
+        self.recover_interval = recover_interval
+        self.worker_id = worker_id or default_worker_id()
+        self.on_event = on_event
+        self._sessions = sessionmaker(bind=engine, expire_on_commit=False)
+        self.completer = Completer(self.models, self._sessions)
+        self._tasks = {k: queue.registry.get(k) for k in self.kinds}
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Run] = {}
+        self._running: Counter[str] = Counter()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._abort = threading.Event()
+        self._halt = threading.Event()
+        self._todo: queue_mod.SimpleQueue[Run | None] = queue_mod.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self.keeper: LeaseKeeper | None = None
+        self.listener: Listener | None = None
+        self.processed = 0
+
+    # -- lifecycle -----------------------------------------------------------------
+    def run(self) -> None:
+        """Run until :meth:`stop` or SIGTERM/SIGINT; then drain within ``grace`` and release the rest."""
+        restore = self._install_signals()
+        self._start(listen=self.listen)
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                if self._claim_round() == "more":
+                    continue
+                self._idle_wait()
+        finally:
+            self._shutdown()
+            restore()
+
+    def run_until_idle(self) -> int:
+        """Process until no job of this worker's kinds is eligible now; returns jobs processed.
+
+        Jobs made eligible again by a pause or retry with no delay are run
+        too; jobs scheduled for later are not waited for.
+        """
+        self._start(listen=False)
+        start = self.processed
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                state = self._claim_round()
+                if state == "none" and not self._inflight:
+                    break
+                if state != "more":
+                    self._wake.wait(self.poll_interval)
+        finally:
+            self._shutdown()
+        return self.processed - start
+
+    def stop(self, now: bool = False) -> None:
+        """Stop claiming; running jobs get ``grace`` seconds (none if ``now``) before release."""
+        self._stopping.set()
+        if now:
+            self._abort.set()
+        self._wake.set()
+
+    # -- producer ------------------------------------------------------------------
+    def _claim_round(self) -> str:
+        """Claim for the free slots: 'more' if a claim filled its limit, 'some', or 'none'."""
+        if self.keeper is not None and not self.keeper.healthy.is_set():
+            return "none"
+        state = "none"
+        for kinds, limit in self._claim_groups():
+            try:
+                with self._sessions() as session, session.begin():
+                    jobs = claims.claim(self.models, session, self._claim_params(kinds, limit))
+            except SQLAlchemyError as exc:
+                logger.error("claim failed: %s", exc)
+                self._stopping.wait(min(self.poll_interval, 1.0))
+                return "none"
+            for job in jobs:
+                self._dispatch(job)
+            if jobs and len(jobs) == limit:
+                state = "more"
+            elif jobs and state == "none":
+                state = "some"
+        return state
+
+    def _claim_groups(self) -> list[tuple[list[str], int]]:
+        with self._lock:
+            free = self.concurrency - len(self._inflight)
+            running = dict(self._running)
+        if free <= 0:
+            return []
+        limit = min(free, self.batch_size)
+        uncapped = [k for k in self.kinds if self._tasks[k].concurrency is None]
+        groups = [(uncapped, limit)] if uncapped else []
+        for kind in self.kinds:
+            cap = self._tasks[kind].concurrency
+            if cap is not None and cap - running.get(kind, 0) > 0:
+                groups.append(([kind], min(limit, cap - running.get(kind, 0))))
+        return groups
+
+    def _claim_params(self, kinds: list[str], limit: int) -> ClaimParams:
+        with self._lock:
+            limit = min(limit, self.concurrency - len(self._inflight))
+        return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=max(limit, 0),
+                           leases={k: self._tasks[k].lease for k in kinds},
+                           default_lease=timedelta(seconds=60))
+
+    def _idle_wait(self) -> None:
+        timeout = self.poll_interval
+        with self._lock:
+            full = len(self._inflight) >= self.concurrency
+        if not full:
+            self._emit("idle", {})
+            try:
+                with self._sessions() as session:
+                    soonest = claims.seconds_until_visible(self.models, session, self.kinds)
+                if soonest is not None:
+                    timeout = min(timeout, soonest + 0.005)
+            except SQLAlchemyError as exc:
+                logger.debug("soonest-visible lookup failed: %s", exc)
+        self._wake.wait(timeout)
+
+    def _dispatch(self, job: ClaimedJob) -> None:
+        ctx = JobContext(job, job.carry, self._sessions, job_log(job))
+        run = Run(job=job, ctx=ctx)
+        with self._lock:
+            self._inflight[job.id] = run
+            self._running[job.kind] += 1
+        self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count})
+        self._todo.put(run)
+
+    # -- executors -----------------------------------------------------------------
+    def _executor_loop(self) -> None:
+        while True:
+            run = self._todo.get()
+            if run is None:
+                return
+            try:
+                process(run, self.queue.registry)
+                if not run.released:
+                    self.completer.persist(run)
+            except BaseException:  # noqa: BLE001 - never lose a slot
+                logger.exception("unexpected error finishing job %s", run.job.id)
+            finally:
+                self._finished(run)
+
+    def _finished(self, run: Run) -> None:
+        with self._lock:
+            if self._inflight.pop(run.job.id, None) is not None:
+                self._running[run.job.kind] -= 1
+                self.processed += 1
+        outcome = run.params.outcome.value if run.params else None
+        self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome})
+        self._wake.set()
+
+    def _held(self) -> dict[timedelta, list[tuple[str, int]]]:
+        by_lease: dict[timedelta, list[tuple[str, int]]] = {}
+        with self._lock:
+            for run in self._inflight.values():
+                lease = self._tasks[run.job.kind].lease if run.job.kind in self._tasks else timedelta(60)
+                by_lease.setdefault(lease, []).append((run.job.id, run.job.run_count))
+        return by_lease
+
+    # -- start and shutdown ----------------------------------------------------------
+    def _start(self, listen: bool) -> None:
+        self._stopping.clear()
+        self._abort.clear()
+        self._halt.clear()
+        self._threads = [threading.Thread(target=self._executor_loop, name=f"venturi-exec-{i}", daemon=True)
+                         for i in range(self.concurrency)]
+        for thread in self._threads:
+            thread.start()
+        shortest = min((self._tasks[k].lease for k in self.kinds), default=timedelta(seconds=60))
+        self.keeper = LeaseKeeper(
+            self.models, self._sessions, self.worker_id, self._held,
+            RecoverParams(max_failures={k: t.max_failures for k, t in self._tasks.items()}),
+            renew_every=max(0.2, shortest.total_seconds() / 3), recover_every=self.recover_interval,
+            stopping=self._halt, wake=self._wake,
+        )
+        self.keeper.start()
+        if listen:
+            self.listener = Listener(self.engine, self.models.names.channel, self._wake, self._stopping)
+            self.listener.start()
+        logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
+                    ",".join(self.kinds), self.concurrency, listen)
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        deadline = time.monotonic() + (0 if self._abort.is_set() else self.grace)
+        while self._inflight and time.monotonic() < deadline and not self._abort.is_set():
+            self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            self._wake.clear()
+        with self._lock:
+            leftover = list(self._inflight.values())
+        for run in leftover:
+            run.released = True
+            if self.completer.release(run, f"released by {self.worker_id} at shutdown"):
+                logger.warning("released job %s (%s) still running at shutdown", run.job.id, run.job.kind)
+        for _ in self._threads:
+            self._todo.put(None)
+        self._halt.set()
+        for thread in [*self._threads, self.keeper, self.listener]:
+            if thread is not None and thread.is_alive() and not leftover:
+                thread.join(timeout=5)
+        self.listener = None
+        logger.info("worker %s stopped", self.worker_id)
+
+    def _install_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            first = not self._stopping.is_set()
+            logger.warning("%s: %s", signal.Signals(signum).name,
+                           "stopping after running jobs (again to stop now)" if first else "stopping now")
+            self.stop(now=not first)
+
+        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+    def _emit(self, name: str, data: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(name, data)
+            except Exception:  # noqa: BLE001 - a broken hook must not stop the worker
+                logger.exception("on_event hook failed")
+
