@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -54,6 +54,10 @@ class JobBase:
     carry: Mapped[Any]
     dedup_key: Mapped[str | None]
 
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
     def __repr__(self) -> str:
         return f"<Job {self.id} {self.kind} {self.status}>"
 
@@ -70,6 +74,10 @@ class JournalEntryBase:
     outcome: Mapped[str]
     note: Mapped[str | None]
     attachment: Mapped[Any]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
 
     def __repr__(self) -> str:
         return f"<JournalEntry {self.job_id} run {self.run_no} {self.outcome}>"

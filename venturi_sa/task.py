@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from marshmallow import Schema
 
 from venturi_sa import payloads
-from venturi_sa.errors import InvalidOption
+from venturi_sa.errors import InvalidOption, InvalidPayload
 from venturi_sa.outcomes import Coalesce, MergeDecision, RunOutcome
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Task:
     def from_stored(cls, data: Any) -> Task:
         """Rebuild a task from its stored JSON payload (raises ``InvalidPayload``)."""
         if not isinstance(data, dict):
-            raise payloads.InvalidPayload(
+            raise InvalidPayload(
                 f"stored payload of {cls.kind_name()!r} is {type(data).__name__}, not an object"
             )
         return cls(**data)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
@@ -75,3 +78,76 @@ def finish(models: Models, session: Session, params: FinishParams) -> bool:
         sa.insert(models.JournalEntry).values(**journal_row(params))
     )
     return True
+
+
+def _batch_row(params: FinishParams) -> tuple[Any, ...]:
+    status = OUTCOME_STATUS[params.outcome]
+    return (
+        params.fence.job_id,
+        params.fence.claimed_by,
+        params.fence.run_count,
+        status.value,
+        status.terminal,
+        params.visible_at,
+        params.delay or timedelta(0),
+        1 if params.failure else 0,
+        params.save_carry,
+        params.carry if params.save_carry else None,
+    )
+
+
+_BATCH_COLUMNS = (
+    sa.column("id", sa.Text),
+    sa.column("claimed_by", sa.Text),
+    sa.column("run_count", sa.Integer),
+    sa.column("status", sa.Text),
+    sa.column("finished", sa.Boolean),
+    sa.column("visible_at", sa.DateTime(timezone=True)),
+    sa.column("delay", sa.Interval),
+    sa.column("failure_inc", sa.Integer),
+    sa.column("save_carry", sa.Boolean),
+    sa.column("carry", postgresql.JSONB),
+)
+
+
+def finish_many(models: Models, session: Session, batch: Sequence[FinishParams]) -> set[str]:
+    """Write many runs' outcomes with one fenced UPDATE and one journal INSERT.
+
+    Returns the ids whose fence still matched; only those get a journal row.
+    Runs whose lease was lost are left untouched.  The caller commits.
+    """
+    if not batch:
+        return set()
+    job = models.Job
+    rows = sa.values(*_BATCH_COLUMNS, name="outcome").data([_batch_row(p) for p in batch])
+    now = sa.func.clock_timestamp()
+    pending = rows.c.status == Status.PENDING.value
+    stmt = (
+        sa.update(job)
+        .where(
+            job.id == rows.c.id,
+            job.status == Status.CLAIMED.value,
+            job.claimed_by == rows.c.claimed_by,
+            job.run_count == rows.c.run_count,
+        )
+        .values(
+            status=rows.c.status,
+            claimed_by=None,
+            claim_expires_at=None,
+            finished_at=sa.case((rows.c.finished, now), else_=job.finished_at),
+            visible_at=sa.case(
+                (pending, sa.func.coalesce(sa.cast(rows.c.visible_at, sa.DateTime(timezone=True)),
+                                           now + sa.cast(rows.c.delay, sa.Interval))),
+                else_=job.visible_at,
+            ),
+            failure_count=job.failure_count + rows.c.failure_inc,
+            carry=sa.case((rows.c.save_carry, sa.cast(rows.c.carry, postgresql.JSONB)), else_=job.carry),
+        )
+        .returning(job.id)
+        .execution_options(synchronize_session=False)
+    )
+    done = set(session.execute(stmt).scalars())
+    entries = [journal_row(p) for p in batch if p.fence.job_id in done]
+    if entries:
+        session.execute(sa.insert(models.JournalEntry), entries)
+    return done

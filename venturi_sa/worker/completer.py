@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+import time
 from collections.abc import Callable
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -10,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome
-from venturi_sa.storage.outcomes import finish
+from venturi_sa.storage.outcomes import finish, finish_many
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.worker.executor import Run, failure
 
@@ -74,3 +77,73 @@ class Completer:
             run.ctx.log.error("could not record outcome %s: %s; the lease will expire and the job "
                               "will be recovered", params.outcome.value, exc)
             return False
+
+
+class Batcher(threading.Thread):
+    """Writes the outcomes of runs that did not use ``ctx.session`` in batches.
+
+    Outcomes are collected for at most ``flush_interval`` seconds or
+    ``max_batch`` runs, then written with one fenced UPDATE and one journal
+    INSERT in one transaction.  ``done(run, recorded)`` is called for every
+    run after its batch committed (or failed).
+    """
+
+    def __init__(self, models: Models, open_session: Callable[[], Session],
+                 done: Callable[[Run, bool], None], flush_interval: float = 0.005,
+                 max_batch: int = 200) -> None:
+        super().__init__(name=f"venturi-completer-{models.prefix}", daemon=True)
+        self.models = models
+        self.open_session = open_session
+        self.done = done
+        self.flush_interval = flush_interval
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
+
+    def submit(self, run: Run) -> None:
+        self._queue.put(run)
+
+    def close(self) -> None:
+        """Flush what is queued and stop the thread."""
+        self._queue.put(None)
+
+    def _collect(self) -> tuple[list[Run], bool]:
+        first = self._queue.get()
+        if first is None:
+            return [], True
+        batch = [first]
+        deadline = time.monotonic() + self.flush_interval
+        while len(batch) < self.max_batch:
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is None:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def run(self) -> None:
+        closing = False
+        while not closing:
+            batch, closing = self._collect()
+            if batch:
+                self._write(batch)
+
+    def _write(self, batch: list[Run]) -> None:
+        recorded: set[str] = set()
+        try:
+            with self.open_session() as session, session.begin():
+                recorded = finish_many(self.models, session, [run.params for run in batch if run.params])
+        except SQLAlchemyError as exc:
+            logger.error("could not record %d outcomes: %s; their leases will expire and the jobs "
+                         "will be recovered", len(batch), exc)
+        for run in batch:
+            ok = run.job.id in recorded
+            assert run.params is not None
+            if ok:
+                run.ctx.log.info("job %s", run.params.outcome.value if run.params.note is None
+                                 else f"{run.params.outcome.value}: {run.params.note}")
+            else:
+                run.ctx.log.warning("lease lost or write failed: outcome %s of run %d was not recorded",
+                                    run.params.outcome.value, run.job.run_count)
+            self.done(run, ok)

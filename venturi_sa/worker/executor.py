@@ -36,6 +36,7 @@ class Run:
     params: FinishParams | None = None
     failed: bool = False  # the handler raised: its session work must be rolled back
     released: bool = False  # released at shutdown while still running: skip persisting
+    slot_freed: bool = False  # the handler returned; the outcome may still be on its way
 
 
 def _note(text: object) -> str:

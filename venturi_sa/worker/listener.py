@@ -37,8 +37,11 @@ class Listener(threading.Thread):
         conn = raw.dbapi_connection
         assert conn is not None
         conn.autocommit = True
-        with conn.cursor() as cur:
+        cur = conn.cursor()
+        try:
             cur.execute(f'LISTEN "{self.channel}"')
+        finally:
+            cur.close()
         return conn
 
     def _close(self) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.orm import sessionmaker
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage import claim as claims
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, RecoverParams
-from venturi_sa.worker.completer import Completer
+from venturi_sa.worker.completer import Batcher, Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.executor import Run, process
 from venturi_sa.worker.joblog import job_log
@@ -61,7 +61,8 @@ class Worker:
     def __init__(self, queue: Queue, engine: sa.Engine, *, kinds: Sequence[str] | None = None,
                  concurrency: int = 10, poll_interval: float = 5.0, batch_size: int = 100,
                  listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
-                 worker_id: str | None = None, on_event: EventHook | None = None) -> None:
+                 worker_id: str | None = None, on_event: EventHook | None = None,
+                 batch_outcomes: bool = True) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
         if poll_interval <= 0:
@@ -78,12 +79,14 @@ class Worker:
         self.recover_interval = recover_interval
         self.worker_id = worker_id or default_worker_id()
         self.on_event = on_event
+        self.batch_outcomes = batch_outcomes
         self._sessions = sessionmaker(bind=engine, expire_on_commit=False)
         self.completer = Completer(self.models, self._sessions)
         self._tasks = {k: queue.registry.get(k) for k in self.kinds}
         self._lock = threading.Lock()
-        self._inflight: dict[str, Run] = {}
-        self._running: Counter[str] = Counter()
+        self._inflight: dict[str, Run] = {}  # claimed, outcome not yet persisted
+        self._running: Counter[str] = Counter()  # handlers running, per kind (slots and caps)
+        self._busy = 0
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._abort = threading.Event()
@@ -91,6 +94,7 @@ class Worker:
         self._todo: queue_mod.SimpleQueue[Run | None] = queue_mod.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self.keeper: LeaseKeeper | None = None
+        self.batcher: Batcher | None = None
         self.listener: Listener | None = None
         self.processed = 0
 
@@ -102,9 +106,13 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
-                if self._claim_round() == "more":
+                state = self._claim_round()
+                if state == "more":
                     continue
-                self._idle_wait()
+                if state == "none":
+                    self._idle_wait()
+                else:
+                    self._wake.wait(self.poll_interval)
         finally:
             self._shutdown()
             restore()
@@ -160,7 +168,7 @@ class Worker:
 
     def _claim_groups(self) -> list[tuple[list[str], int]]:
         with self._lock:
-            free = self.concurrency - len(self._inflight)
+            free = self.concurrency - self._busy
             running = dict(self._running)
         if free <= 0:
             return []
@@ -175,7 +183,7 @@ class Worker:
 
     def _claim_params(self, kinds: list[str], limit: int) -> ClaimParams:
         with self._lock:
-            limit = min(limit, self.concurrency - len(self._inflight))
+            limit = min(limit, self.concurrency - self._busy)
         return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=max(limit, 0),
                            leases={k: self._tasks[k].lease for k in kinds},
                            default_lease=timedelta(seconds=60))
@@ -183,7 +191,7 @@ class Worker:
     def _idle_wait(self) -> None:
         timeout = self.poll_interval
         with self._lock:
-            full = len(self._inflight) >= self.concurrency
+            full = self._busy >= self.concurrency
         if not full:
             self._emit("idle", {})
             try:
@@ -201,6 +209,7 @@ class Worker:
         with self._lock:
             self._inflight[job.id] = run
             self._running[job.kind] += 1
+            self._busy += 1
         self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count})
         self._todo.put(run)
 
@@ -210,19 +219,40 @@ class Worker:
             run = self._todo.get()
             if run is None:
                 return
+            batched = False
             try:
                 process(run, self.queue.registry)
-                if not run.released:
+                self._slot_free(run)
+                if run.released:
+                    pass
+                elif self.batcher is not None and not run.ctx.session_used:
+                    self.batcher.submit(run)
+                    batched = True
+                else:
                     self.completer.persist(run)
             except BaseException:  # noqa: BLE001 - never lose a slot
                 logger.exception("unexpected error finishing job %s", run.job.id)
             finally:
-                self._finished(run)
+                self._slot_free(run)
+                if not batched:
+                    self._finished(run)
+
+    def _batched(self, run: Run, recorded: bool) -> None:
+        self._finished(run)
+
+    def _slot_free(self, run: Run) -> None:
+        """The handler is done: its slot (and kind cap) can take another job."""
+        with self._lock:
+            if not run.slot_freed:
+                run.slot_freed = True
+                self._running[run.job.kind] -= 1
+                self._busy -= 1
+        self._wake.set()
 
     def _finished(self, run: Run) -> None:
+        """The outcome is persisted (or given up on): the run leaves the worker."""
         with self._lock:
             if self._inflight.pop(run.job.id, None) is not None:
-                self._running[run.job.kind] -= 1
                 self.processed += 1
         outcome = run.params.outcome.value if run.params else None
         self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome})
@@ -245,6 +275,9 @@ class Worker:
                          for i in range(self.concurrency)]
         for thread in self._threads:
             thread.start()
+        if self.batch_outcomes:
+            self.batcher = Batcher(self.models, self._sessions, self._batched)
+            self.batcher.start()
         shortest = min((self._tasks[k].lease for k in self.kinds), default=timedelta(seconds=60))
         self.keeper = LeaseKeeper(
             self.models, self._sessions, self.worker_id, self._held,
@@ -266,18 +299,21 @@ class Worker:
             self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
         with self._lock:
-            leftover = list(self._inflight.values())
+            leftover = [run for run in self._inflight.values() if not run.slot_freed]
         for run in leftover:
             run.released = True
             if self.completer.release(run, f"released by {self.worker_id} at shutdown"):
                 logger.warning("released job %s (%s) still running at shutdown", run.job.id, run.job.kind)
         for _ in self._threads:
             self._todo.put(None)
+        if self.batcher is not None:
+            self.batcher.close()
         self._halt.set()
-        for thread in [*self._threads, self.keeper, self.listener]:
+        for thread in [*self._threads, self.batcher, self.keeper, self.listener]:
             if thread is not None and thread.is_alive() and not leftover:
                 thread.join(timeout=5)
         self.listener = None
+        self.batcher = None
         logger.info("worker %s stopped", self.worker_id)
 
     def _install_signals(self) -> Callable[[], None]:

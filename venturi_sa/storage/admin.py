@@ -1,0 +1,101 @@
+"""Operator actions on one job: requeue, kill, release.  Each is one guarded transition.
+
+The caller's transaction first locks the row (``SELECT … FOR UPDATE``), checks
+its status, then updates it with the expected status repeated in the
+``WHERE`` clause and appends one journal row carrying the operator's note
+(``run_no`` = the job's current ``run_count``).  Nothing here commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.models import Models
+from venturi_sa.states import TRANSITIONS, Outcome, Status
+from venturi_sa.storage.history import job_columns
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdminAction:
+    """One admin transition: the status it needs, the status it leaves, its journal outcome."""
+
+    name: str
+    verb: str  # for the journal note: "<verb> by operator"
+    from_status: Status
+    to_status: Status
+    outcome: Outcome
+
+    def __post_init__(self) -> None:
+        if (self.from_status, self.to_status) not in TRANSITIONS:
+            raise ValueError(f"{self.name}: {self.from_status.value} -> {self.to_status.value} "
+                             "is not an allowed transition")
+
+
+# The journal CHECK allows only the seven run outcomes, so an operator
+# requeue is journaled as 'released' (back to pending, no failure counted).
+REQUEUE = AdminAction(name="requeue", verb="requeued", from_status=Status.DEAD,
+                      to_status=Status.PENDING, outcome=Outcome.RELEASED)
+KILL = AdminAction(name="kill", verb="killed", from_status=Status.PENDING,
+                   to_status=Status.DEAD, outcome=Outcome.DEAD)
+RELEASE = AdminAction(name="release", verb="released", from_status=Status.CLAIMED,
+                      to_status=Status.PENDING, outcome=Outcome.RELEASED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdminParams:
+    job_id: str
+    action: AdminAction
+    note: str | None = None
+
+
+def lock_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    job = models.Job
+    return sa.select(job.id, job.kind, job.status, job.run_count).where(job.id == job_id).with_for_update()
+
+
+def lock_job(models: Models, session: Session, job_id: str) -> sa.Row[Any] | None:
+    """Lock the job's row for the rest of the transaction; None if there is no such job."""
+    return session.execute(lock_statement(models, job_id)).first()
+
+
+def _values(action: AdminAction) -> dict[str, Any]:
+    now = sa.func.clock_timestamp()
+    cleared: dict[str, Any] = {"status": action.to_status.value, "claimed_by": None,
+                               "claim_expires_at": None}
+    if action.to_status.terminal:
+        return {**cleared, "finished_at": now}
+    values = {**cleared, "visible_at": now, "finished_at": None}
+    if action is REQUEUE:
+        values["failure_count"] = 0  # a fresh set of tries before the backstop
+    return values
+
+
+def journal_note(action: AdminAction, note: str | None) -> str:
+    head = f"{action.verb} by operator"
+    return f"{head}: {note}" if note else head
+
+
+def apply(models: Models, session: Session, params: AdminParams) -> sa.Row[Any] | None:
+    """Apply the transition if the row still has ``from_status``; returns the new row or None.
+
+    Writes the journal row only when the row changed.  The caller commits.
+    """
+    job = models.Job
+    action = params.action
+    row = session.execute(
+        sa.update(job)
+        .where(job.id == params.job_id, job.status == action.from_status.value)
+        .values(_values(action))
+        .returning(*job_columns(models))
+        .execution_options(synchronize_session=False)
+    ).first()
+    if row is None:
+        return None
+    session.execute(sa.insert(models.JournalEntry).values(
+        job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
+        note=journal_note(action, params.note), attachment=None))
+    return row

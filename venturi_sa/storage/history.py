@@ -1,0 +1,86 @@
+"""Read-only history SQL: one job, its journal timeline, and the keyset-paged listing.
+
+Every statement here is a plain ``SELECT`` without locks; builders are public
+so tests can ``EXPLAIN`` exactly the query the API runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.models import Models
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryParams:
+    """One page of history: filters, page size and the keyset position.
+
+    ``after`` is the ``(created_at, id)`` of the last row of the previous
+    page; the page holds rows strictly older in ``(created_at DESC, id DESC)``
+    order.  ``finished_after`` is inclusive, ``finished_before`` exclusive.
+    """
+
+    statuses: Sequence[str] = ()
+    kind: str | None = None
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
+    limit: int = 50
+    after: tuple[datetime, str] | None = None
+
+
+def job_columns(models: Models) -> tuple[Any, ...]:
+    """The ``<prefix>_jobs`` columns in table order (what ``JobInfo`` is built from)."""
+    return tuple(models.jobs_table.c)
+
+
+def job_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    """One job by primary key."""
+    return sa.select(*job_columns(models)).where(models.Job.id == job_id)
+
+
+def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    """A job's journal in ``id`` order; ``_journal_job (job_id, id)`` serves it without a sort."""
+    entry = models.JournalEntry
+    return sa.select(*models.journal_table.c).where(entry.job_id == job_id).order_by(entry.id)
+
+
+def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
+    """Newest first on ``(created_at DESC, id DESC)``, keyset-paged, ``limit + 1`` rows.
+
+    The extra row tells the caller whether another page exists.  Unfiltered
+    pages walk ``_jobs_created`` backwards; status/kind/finished filters can
+    use ``_jobs_history (status, kind, finished_at)``.  Never uses OFFSET.
+    """
+    job = models.Job
+    stmt = sa.select(*job_columns(models))
+    if params.statuses:
+        stmt = stmt.where(job.status.in_(list(params.statuses)))
+    if params.kind is not None:
+        stmt = stmt.where(job.kind == params.kind)
+    if params.finished_after is not None:
+        stmt = stmt.where(job.finished_at >= params.finished_after)
+    if params.finished_before is not None:
+        stmt = stmt.where(job.finished_at < params.finished_before)
+    if params.after is not None:
+        created_at, job_id = params.after
+        stmt = stmt.where(sa.tuple_(job.created_at, job.id) < sa.tuple_(
+            sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text)))
+    return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(params.limit + 1)
+
+
+def fetch_job(models: Models, session: Session, job_id: str) -> sa.Row[Any] | None:
+    return session.execute(job_statement(models, job_id)).first()
+
+
+def fetch_journal(models: Models, session: Session, job_id: str) -> Sequence[sa.Row[Any]]:
+    return session.execute(journal_statement(models, job_id)).all()
+
+
+def fetch_history(models: Models, session: Session, params: HistoryParams) -> Sequence[sa.Row[Any]]:
+    return session.execute(history_statement(models, params)).all()
