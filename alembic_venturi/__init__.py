@@ -1,0 +1,45 @@
+"""venturi's migrations, and its integration with a project's own Alembic.
+
+Two ways in (see ``docs/migrations.md``):
+
+* venturi's own migrations: :func:`upgrade` (or ``venturi migrate``) applies
+  the SQL bodies ``v1`` ... :data:`HEAD` for one queue prefix, tracked in
+  that queue's ``<prefix>_alembic_version`` table; :func:`offline_sql`
+  writes the same DDL as a script for a DBA.
+* the project's Alembic: ``venturi_sa.make_models(prefix, Base)`` puts the
+  tables in the project's ``MetaData`` for autogenerate, or
+  :func:`exclude_venturi` keeps autogenerate away from them.
+
+Workers and the CLI call :func:`check_current` before touching a queue.
+"""
+
+from __future__ import annotations
+
+from alembic_venturi.filters import VenturiFilter, exclude_venturi
+from alembic_venturi.runner import (
+    HEAD,
+    REVISIONS,
+    Bind,
+    OpenTransaction,
+    check_current,
+    current,
+    downgrade,
+    lock_key,
+    offline_sql,
+    upgrade,
+)
+
+__all__ = [
+    "HEAD",
+    "REVISIONS",
+    "Bind",
+    "OpenTransaction",
+    "VenturiFilter",
+    "check_current",
+    "current",
+    "downgrade",
+    "exclude_venturi",
+    "lock_key",
+    "offline_sql",
+    "upgrade",
+]

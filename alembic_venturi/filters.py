@@ -1,0 +1,77 @@
+"""Keeping venturi's tables out of a project's own Alembic autogenerate.
+
+Use this when venturi's own migrations (:func:`alembic_venturi.upgrade`)
+manage the queue tables and the project's Alembic manages everything else::
+
+    from alembic_venturi import exclude_venturi
+
+    venturi = exclude_venturi("shop")
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        include_name=venturi.include_name,
+        include_object=venturi.include_object,
+    )
+
+Autogenerate then neither creates, alters nor drops ``shop_jobs``,
+``shop_journal``, their columns, indexes and constraints, or the
+``shop_alembic_version`` table, whether they are in the database, in the
+project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alembic.runtime.environment import NameFilterParentNames, NameFilterType
+from sqlalchemy.sql.schema import SchemaItem
+
+from venturi_sa.prefix import Names
+
+
+@dataclass(frozen=True)
+class VenturiFilter:
+    """Alembic ``include_name`` / ``include_object`` hooks hiding some queues' tables."""
+
+    tables: frozenset[str]
+
+    def include_name(
+        self, name: str | None, type_: NameFilterType, parent_names: NameFilterParentNames
+    ) -> bool:
+        """False for a venturi table (or version table) and anything inside one."""
+        if type_ == "schema":
+            return True
+        if type_ == "table":
+            return name not in self.tables
+        return parent_names.get("table_name") not in self.tables
+
+    def include_object(
+        self,
+        obj: SchemaItem,
+        name: str | None,
+        type_: NameFilterType,
+        reflected: bool,
+        compare_to: SchemaItem | None,
+    ) -> bool:
+        """False for a venturi table and its columns, indexes and constraints."""
+        if type_ == "table":
+            return name not in self.tables
+        table = getattr(obj, "table", None)
+        return getattr(table, "name", None) not in self.tables
+
+
+def exclude_venturi(*prefixes: str) -> VenturiFilter:
+    """Hooks that leave the queues named by ``prefixes`` to venturi's own migrations.
+
+    Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
+    ``<prefix>_jobs`` and ``<prefix>_journal`` tables with everything in
+    them, and the ``<prefix>_alembic_version`` table; a project table that
+    merely ends in ``_jobs`` is still the project's.
+    """
+    if not prefixes:
+        raise ValueError("exclude_venturi() needs at least one queue prefix, e.g. exclude_venturi('shop')")
+    tables: set[str] = set()
+    for prefix in prefixes:
+        names = Names(prefix)
+        tables.update((names.jobs, names.journal, names.version_table))
+    return VenturiFilter(frozenset(tables))

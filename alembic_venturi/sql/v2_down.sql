@@ -1,0 +1,3 @@
+-- venturi V2 reversed.
+
+DROP INDEX {{prefix}}_jobs_created;

@@ -1,0 +1,117 @@
+"""Catalog snapshots of one queue's tables, and the seed DDL they are compared with.
+
+A catalog snapshot describes one queue's tables as PostgreSQL stores them
+(columns, defaults, identity, constraints, index definitions, the identity
+sequence, every relation named after the prefix), with the prefix replaced by
+``{{prefix}}`` so that two prefixes, or two databases, compare with ``==``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+TOKEN = "{{prefix}}"
+SEED_DDL = (Path(__file__).parent / "seed_ddl.sql").read_text(encoding="utf-8")
+
+COLUMNS = sa.text("""
+    SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+           pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated
+    FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE c.relname = ANY(:tables) AND pg_table_is_visible(c.oid)
+      AND a.attnum > 0 AND NOT a.attisdropped
+    ORDER BY c.relname, a.attnum
+""")
+CONSTRAINTS = sa.text("""
+    SELECT c.relname, con.conname, con.contype, pg_get_constraintdef(con.oid)
+    FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid
+    WHERE c.relname = ANY(:tables) AND pg_table_is_visible(c.oid)
+""")
+INDEXES = sa.text("""
+    SELECT t.relname, i.relname, pg_get_indexdef(i.oid), x.indisunique, x.indisprimary
+    FROM pg_index x
+    JOIN pg_class i ON i.oid = x.indexrelid
+    JOIN pg_class t ON t.oid = x.indrelid
+    WHERE t.relname = ANY(:tables) AND pg_table_is_visible(t.oid)
+""")
+IDENTITY_SEQUENCE = sa.text("""
+    SELECT format_type(s.seqtypid, NULL), s.seqstart, s.seqincrement, s.seqmin, s.seqmax,
+           s.seqcache, s.seqcycle
+    FROM pg_sequence s
+    WHERE s.seqrelid = pg_get_serial_sequence(:journal, 'id')::regclass
+""")
+RELATIONS = sa.text("""
+    SELECT relname, relkind FROM pg_class
+    WHERE relname LIKE :pattern ESCAPE '!' AND pg_table_is_visible(oid)
+""")
+
+
+def _normalizer(prefix: str) -> Callable[[Any], Any]:
+    pattern = re.compile(rf"(?<![a-z0-9_]){re.escape(prefix)}_")
+
+    def normalize(value: Any) -> Any:
+        return pattern.sub(f"{TOKEN}_", value) if isinstance(value, str) else value
+
+    return normalize
+
+
+def snapshot(bind: sa.Engine | sa.Connection, prefix: str) -> dict[str, Any]:
+    """The catalog of queue ``prefix``'s tables, normalized to the ``{{prefix}}`` token.
+
+    The ``<prefix>_alembic_version`` table (absent from the seed) is left out.
+    """
+    norm = _normalizer(prefix)
+    tables = [f"{prefix}_jobs", f"{prefix}_journal"]
+
+    def rows(conn: sa.Connection, query: sa.TextClause, **params: Any) -> list[tuple[Any, ...]]:
+        return sorted(tuple(norm(v) for v in row) for row in conn.execute(query, params))
+
+    def collect(conn: sa.Connection) -> dict[str, Any]:
+        relations = rows(conn, RELATIONS, pattern=prefix.replace("_", "!_") + "!_%")
+        relations = [r for r in relations if not r[0].startswith(f"{TOKEN}_alembic_version")]
+        return {
+            "columns": [tuple(norm(v) for v in row) for row in conn.execute(COLUMNS, {"tables": tables})],
+            "constraints": rows(conn, CONSTRAINTS, tables=tables),
+            "indexes": rows(conn, INDEXES, tables=tables),
+            "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=tables[1])
+            if relations else [],
+            "relations": relations,
+        }
+
+    if isinstance(bind, sa.Connection):
+        return collect(bind)
+    with bind.connect() as conn:
+        return collect(conn)
+
+
+def run_sql(engine: sa.Engine, sql: str, autocommit: bool = False) -> None:
+    """Run a multi-statement script through a raw cursor, then commit."""
+    raw = engine.raw_connection()
+    try:
+        if autocommit:
+            raw.dbapi_connection.autocommit = True  # type: ignore[union-attr]
+        cursor = raw.cursor()
+        cursor.execute(sql)
+        cursor.close()
+        if not autocommit:
+            raw.commit()
+    finally:
+        if autocommit:
+            raw.dbapi_connection.autocommit = False  # type: ignore[union-attr]
+        raw.close()
+
+
+def apply_seed(engine: sa.Engine, prefix: str) -> None:
+    """Create queue ``prefix`` straight from the seed DDL (the reference schema)."""
+    run_sql(engine, SEED_DDL.replace(TOKEN, prefix))
+
+
+def relation_names(engine: sa.Engine, prefix: str) -> set[str]:
+    with engine.connect() as conn:
+        return {r[0] for r in conn.execute(RELATIONS, {"pattern": prefix.replace("_", "!_") + "!_%"})}

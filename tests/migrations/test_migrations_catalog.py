@@ -1,0 +1,173 @@
+"""A migrated queue equals the seed DDL applied directly, catalog entry by catalog entry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.script import ScriptDirectory
+from migration_catalog import TOKEN, relation_names, run_sql, snapshot
+
+import alembic_venturi
+from alembic_venturi.runner import HEAD_INDEXES, SCRIPT_LOCATION
+from venturi_sa import make_models
+from venturi_sa.prefix import MAX_PREFIX_LENGTH
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def longest_prefix(prefix: str) -> str:
+    return ("l" + prefix + "x" * MAX_PREFIX_LENGTH)[:MAX_PREFIX_LENGTH]
+
+
+def test_seed_catalog_is_the_full_seed_schema(seed_catalog: dict[str, Any]) -> None:
+    assert len(seed_catalog["columns"]) == 14 + 8
+    assert [c[0] for c in seed_catalog["constraints"]].count(f"{TOKEN}_jobs") == 3
+    assert len(seed_catalog["indexes"]) == 9 + 2  # the seed's indexes and two primary keys
+    assert {r[0] for r in seed_catalog["relations"]} >= {f"{TOKEN}_journal_id_seq"}
+
+
+@pytest.mark.parametrize("length", ["short", "longest"])
+def test_head_equals_seed(engine: sa.Engine, prefix: str, length: str,
+                          seed_catalog: dict[str, Any]) -> None:
+    if length == "longest":
+        prefix = longest_prefix(prefix)
+        assert len(prefix) == MAX_PREFIX_LENGTH
+    alembic_venturi.upgrade(engine, prefix)
+    assert snapshot(engine, prefix) == seed_catalog
+    assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
+    # No name was truncated at 63 bytes, the version table's included.
+    assert f"{prefix}_alembic_version_pkc" in relation_names(engine, prefix)
+    assert f"{prefix}_journal_outcome_check" in {c[1] for c in _constraints(engine, prefix)}
+
+
+def _constraints(engine: sa.Engine, prefix: str) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text(
+            "SELECT conrelid::regclass::text, conname FROM pg_constraint "
+            "WHERE conrelid = ANY(ARRAY[:a, :b]::regclass[])"),
+            {"a": f"{prefix}_jobs", "b": f"{prefix}_journal"}))
+
+
+@pytest.mark.parametrize("length", ["short", "longest"])
+def test_models_create_all_equals_seed(engine: sa.Engine, prefix: str, length: str,
+                                       seed_catalog: dict[str, Any]) -> None:
+    if length == "longest":
+        prefix = longest_prefix(prefix)
+    make_models(prefix).metadata.create_all(engine)
+    assert snapshot(engine, prefix) == seed_catalog
+
+
+def test_offline_sql_applied_to_an_empty_database_equals_head(
+        engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
+    script = alembic_venturi.offline_sql(prefix)
+    assert "{{" not in script
+    assert script.lstrip().startswith("BEGIN;") and script.rstrip().endswith("COMMIT;")
+    run_sql(engine, script, autocommit=True)
+    assert snapshot(engine, prefix) == seed_catalog
+    assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
+    alembic_venturi.upgrade(engine, prefix)  # online continues from the offline run
+    assert snapshot(engine, prefix) == seed_catalog
+
+
+def test_offline_sql_range_continues_an_online_migration(
+        engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
+    alembic_venturi.upgrade(engine, prefix, "v1")
+    script = alembic_venturi.offline_sql(prefix, "v1:head")
+    assert "CREATE TABLE" not in script
+    run_sql(engine, script, autocommit=True)
+    assert alembic_venturi.current(engine, prefix) == "v3"
+    assert snapshot(engine, prefix) == seed_catalog
+
+
+def test_head_constant_matches_the_script_directory() -> None:
+    scripts = ScriptDirectory(SCRIPT_LOCATION)
+    assert scripts.get_current_head() == alembic_venturi.HEAD
+    chain = [s.revision for s in scripts.walk_revisions("base", "heads")]
+    assert tuple(reversed(chain)) == alembic_venturi.REVISIONS
+
+
+def test_head_index_list_matches_the_seed(seed_catalog: dict[str, Any]) -> None:
+    """``check_current`` recognises a head schema without a version table by these names."""
+    seed_indexes = {i[1] for i in seed_catalog["indexes"] if not i[4]}  # not primary keys
+    assert seed_indexes == {f"{TOKEN}_{suffix}" for suffix in HEAD_INDEXES}
+
+
+def index_names(engine: sa.Engine, prefix: str) -> set[str]:
+    return {n for n in relation_names(engine, prefix) if n.startswith(prefix)}
+
+
+def test_step_by_step_equals_head(engine: sa.Engine, prefix: str,
+                                  seed_catalog: dict[str, Any]) -> None:
+    alembic_venturi.upgrade(engine, prefix, "v1")
+    assert alembic_venturi.current(engine, prefix) == "v1"
+    names = index_names(engine, prefix)
+    assert f"{prefix}_journal_kind" in names
+    assert f"{prefix}_jobs_created" not in names and f"{prefix}_jobs_finished" not in names
+
+    alembic_venturi.upgrade(engine, prefix, "v2")
+    assert alembic_venturi.current(engine, prefix) == "v2"
+    assert f"{prefix}_jobs_created" in index_names(engine, prefix)
+
+    alembic_venturi.upgrade(engine, prefix, "v3")
+    assert alembic_venturi.current(engine, prefix) == "v3"
+    names = index_names(engine, prefix)
+    assert f"{prefix}_journal_kind" not in names and f"{prefix}_jobs_finished" in names
+    assert snapshot(engine, prefix) == seed_catalog
+
+
+def test_v1_has_the_narrower_indexes(engine: sa.Engine, prefix: str) -> None:
+    alembic_venturi.upgrade(engine, prefix, "v1")
+    indexes = {i[1]: i[2] for i in snapshot(engine, prefix)["indexes"]}
+    t = TOKEN
+    assert indexes[f"{t}_jobs_claim"].endswith(
+        "(kind, priority, created_at) WHERE (status = 'pending'::text)")
+    assert indexes[f"{t}_jobs_claim_priority"].endswith(
+        "(priority, created_at) WHERE (status = 'pending'::text)")
+    assert indexes[f"{t}_jobs_dedup"].endswith(
+        "(kind, dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = 'pending'::text))")
+    assert indexes[f"{t}_journal_job"].endswith("(job_id)")
+    assert indexes[f"{t}_journal_kind"].endswith("(kind, recorded_at)")
+
+
+def test_downgrade_step_by_step_then_base_then_up_again(
+        engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
+    reference = {}
+    for revision in ("v1", "v2"):
+        other = f"{revision}{prefix}"  # not "<prefix>_...": that would look like ours
+        alembic_venturi.upgrade(engine, other, revision)
+        reference[revision] = snapshot(engine, other)
+
+    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.downgrade(engine, prefix, "v2")
+    assert alembic_venturi.current(engine, prefix) == "v2"
+    assert snapshot(engine, prefix) == reference["v2"]
+    alembic_venturi.downgrade(engine, prefix, "v1")
+    assert snapshot(engine, prefix) == reference["v1"]
+
+    alembic_venturi.downgrade(engine, prefix, "base")
+    assert relation_names(engine, prefix) == set()  # tables, indexes and version table gone
+    assert alembic_venturi.current(engine, prefix) is None
+
+    alembic_venturi.upgrade(engine, prefix)
+    assert snapshot(engine, prefix) == seed_catalog
+
+
+def test_downgrade_base_keeps_rows_of_other_tables(engine: sa.Engine, prefix: str) -> None:
+    run_sql(engine, f"CREATE TABLE {prefix}_app (id int); INSERT INTO {prefix}_app VALUES (1);")
+    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.downgrade(engine, prefix, "base")
+    assert relation_names(engine, prefix) == {f"{prefix}_app"}
+    run_sql(engine, f"DROP TABLE {prefix}_app")
+
+
+def test_a_failing_upgrade_leaves_nothing_behind(engine: sa.Engine, prefix: str) -> None:
+    # A table already named like the journal makes V1 fail halfway.
+    run_sql(engine, f"CREATE TABLE {prefix}_journal (id int)")
+    with pytest.raises(sa.exc.ProgrammingError, match="already exists"):
+        alembic_venturi.upgrade(engine, prefix)
+    assert relation_names(engine, prefix) == {f"{prefix}_journal"}
+    run_sql(engine, f"DROP TABLE {prefix}_journal")
+    alembic_venturi.upgrade(engine, prefix)
+    assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
