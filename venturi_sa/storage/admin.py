@@ -19,6 +19,11 @@ from venturi_sa.states import TRANSITIONS, Outcome, Status
 from venturi_sa.storage.history import job_columns
 
 
+def _select(*columns: Any) -> sa.Select[Any]:
+    """``select()`` typed loosely, the same under SQLAlchemy 2.0 and 2.1."""
+    return sa.select(*columns)
+
+
 @dataclass(frozen=True, kw_only=True)
 class AdminAction:
     """One admin transition: the status it needs, the status it leaves, its journal outcome."""
@@ -54,7 +59,7 @@ class AdminParams:
 
 def lock_statement(models: Models, job_id: str) -> sa.Select[Any]:
     job = models.Job
-    return sa.select(job.id, job.kind, job.status, job.run_count).where(job.id == job_id).with_for_update()
+    return _select(job.id, job.kind, job.status, job.run_count).where(job.id == job_id).with_for_update()
 
 
 def lock_job(models: Models, session: Session, job_id: str) -> sa.Row[Any] | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import ReturningDelete
 
 from venturi_sa.models import Models
 from venturi_sa.states import TERMINAL
@@ -25,12 +26,16 @@ class CleanupParams:
     """Which terminal rows to delete: ``finished_at < cutoff``, optional statuses and kind.
 
     ``statuses`` must be terminal statuses (empty: both ``completed`` and ``dead``).
+    ``floor`` (the last batch's newest ``finished_at``) lets each batch start
+    its index range scan where the previous one ended, so a long cleanup
+    never rescans the entries it already deleted.
     """
 
     cutoff: datetime
     statuses: Sequence[str] = ()
     kind: str | None = None
     batch_size: int = 1000
+    floor: datetime | None = None
 
 
 def db_cutoff(session: Session, older_than: timedelta) -> datetime:
@@ -46,25 +51,39 @@ def _where(models: Models, params: CleanupParams) -> list[Any]:
     clauses: list[Any] = [job.finished_at < params.cutoff, job.status.in_(statuses)]
     if params.kind is not None:
         clauses.append(job.kind == params.kind)
+    if params.floor is not None:
+        clauses.append(job.finished_at >= params.floor)
     return clauses
 
 
 def batch_select_statement(models: Models, params: CleanupParams) -> sa.Select[Any]:
-    """The ids of one batch, locked ``FOR UPDATE SKIP LOCKED`` (rows an admin holds are skipped)."""
+    """The ids of one batch, oldest ``finished_at`` first, locked ``FOR UPDATE SKIP LOCKED``.
+
+    Rows another transaction holds (an admin action, say) are skipped, never waited for.
+    """
+    job = models.Job
     return (
-        sa.select(models.Job.id)
+        sa.select(job.id)
         .where(*_where(models, params))
+        .order_by(job.finished_at)
         .limit(params.batch_size)
         .with_for_update(skip_locked=True)
     )
 
 
-def delete_batch_statement(models: Models, params: CleanupParams) -> sa.Delete:
-    """``DELETE … WHERE id IN (one locked batch)``; the journal follows by cascade."""
+def delete_batch_statement(models: Models, params: CleanupParams) -> ReturningDelete[Any]:
+    """``DELETE … WHERE id = ANY(ARRAY(one locked batch)) RETURNING finished_at``.
+
+    The ``ARRAY(...)`` runs once, so the delete itself is primary-key lookups
+    (a plain ``IN (subquery)`` lets the planner hash-join against a full scan).
+    The journal follows by cascade through ``_journal_job``.
+    """
     job = models.Job
+    batch = sa.func.ARRAY(batch_select_statement(models, params).scalar_subquery())
     return (
         sa.delete(job)
-        .where(job.id.in_(batch_select_statement(models, params).scalar_subquery()))
+        .where(job.id == sa.any_(batch))
+        .returning(job.finished_at)
         .execution_options(synchronize_session=False)
     )
 
@@ -74,10 +93,14 @@ def count_statement(models: Models, params: CleanupParams) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(models.Job).where(*_where(models, params))
 
 
-def delete_batch(models: Models, session: Session, params: CleanupParams) -> int:
-    """Delete up to ``batch_size`` matching rows in ``session``; the caller commits."""
-    result = session.execute(delete_batch_statement(models, params))
-    return int(result.rowcount)  # type: ignore[attr-defined]
+def delete_batch(models: Models, session: Session, params: CleanupParams) -> tuple[int, datetime | None]:
+    """Delete up to ``batch_size`` matching rows in ``session``; the caller commits.
+
+    Returns how many were deleted and the newest ``finished_at`` among them
+    (the next batch's ``floor``).
+    """
+    finished = list(session.execute(delete_batch_statement(models, params)).scalars())
+    return len(finished), max(finished, default=None)
 
 
 def count_matching(models: Models, session: Session, params: CleanupParams) -> int:

@@ -1,0 +1,64 @@
+"""Test helpers for the operations tests (history, stats, cleanup, admin, EXPLAIN)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from factories import factories_for
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import ClauseElement, Executable
+
+from venturi_sa import Models
+
+
+@contextmanager
+def factory_session(engine: sa.Engine, models: Models) -> Iterator[tuple[Any, Any]]:
+    """``(JobFactory, JournalEntryFactory)`` on a fresh Session; committed on exit."""
+    with Session(engine) as session:
+        yield factories_for(models, session)
+        session.commit()
+
+
+class Explain(Executable, ClauseElement):
+    """``EXPLAIN (FORMAT JSON) <statement>`` with the statement's own bind parameters."""
+
+    inherit_cache = False
+
+    def __init__(self, statement: Any) -> None:
+        self.statement = statement
+
+
+@compiles(Explain, "postgresql")
+def _compile_explain(element: Explain, compiler: Any, **kw: Any) -> str:
+    return "EXPLAIN (FORMAT JSON) " + compiler.process(element.statement, **kw)
+
+
+def plan_of(engine: sa.Engine, statement: Any) -> dict[str, Any]:
+    """The top plan node of ``statement`` (rolled back, so a DELETE is only planned)."""
+    with engine.connect() as conn:
+        doc = conn.execute(Explain(statement)).scalar_one()
+        conn.rollback()
+    return doc[0]["Plan"]  # type: ignore[no-any-return]
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def indexes_used(plan: dict[str, Any]) -> set[str]:
+    return {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
+
+
+def node_types(plan: dict[str, Any]) -> set[str]:
+    return {n["Node Type"] for n in nodes(plan)}
+
+
+def count(engine: sa.Engine, sql: str, **params: Any) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(sql), params).scalar_one())
