@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Die:
     note: str
 
 
-RunOutcome = Union[Complete, Pause, Retry, Die]
+RunOutcome = Complete | Pause | Retry | Die
 RUN_OUTCOMES = (Complete, Pause, Retry, Die)
 
 
@@ -74,4 +74,4 @@ class Independent:
     """Merge decision: insert the new task beside its pending sibling."""
 
 
-MergeDecision = Union[Coalesce, Independent]
+MergeDecision = Coalesce | Independent

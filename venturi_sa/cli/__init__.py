@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
-from venturi_sa.cli import jobs, migrate, ops, quickstart, worker_cmd  # noqa: F401 - register commands
+import venturi_sa.cli.jobs  # noqa: F401 - each module registers its commands
+import venturi_sa.cli.migrate  # noqa: F401
+import venturi_sa.cli.ops  # noqa: F401
+import venturi_sa.cli.quickstart  # noqa: F401
+import venturi_sa.cli.worker_cmd  # noqa: F401
 from venturi_sa.cli.main import cli, main
 
 __all__ = ["cli", "main"]

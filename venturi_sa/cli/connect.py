@@ -15,6 +15,8 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 import alembic_venturi
 from venturi_sa.cli.failures import CliError, first_line
+from venturi_sa.models import make_models
+from venturi_sa.queue import Queue
 
 NO_DSN = "no database given: pass --dsn postgresql://user:password@host/dbname or set VENTURI_DSN"
 DRIVERS = {"postgres", "postgresql", "postgresql+psycopg2"}
@@ -92,3 +94,8 @@ def opened(dsn: str | None, prefix: str | None = None, *, concurrency: int = 1) 
         yield engine
     finally:
         engine.dispose()
+
+
+def bare_queue(prefix: str) -> Queue:
+    """A queue with no task types: enough for stats, history, admin actions and cleanup."""
+    return Queue(make_models(prefix), [])

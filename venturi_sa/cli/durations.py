@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,7 +18,7 @@ class BadDuration(ValueError):
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse ``text`` into a positive ``timedelta``; raise :class:`BadDuration` otherwise.
+    """Parse ``text`` into a non-negative ``timedelta``; raise :class:`BadDuration` otherwise.
 
     Units: w (weeks), d (days), h (hours), m (minutes), s (seconds); parts may
     be combined in any order (``"1h30m"``).  Whitespace and case are ignored.
@@ -31,8 +32,6 @@ def parse_duration(text: str) -> timedelta:
     total = timedelta()
     for amount, unit in _PART.findall(compact):
         total += timedelta(**{UNITS[unit]: int(amount)})
-    if total <= timedelta(0):
-        raise BadDuration(f"invalid duration {text!r}: it must be longer than zero")
     return total
 
 
@@ -40,7 +39,7 @@ def format_duration(value: timedelta) -> str:
     """A short human form of ``value``: ``"2d 3h"``, ``"4m 10s"``, ``"0.4s"``."""
     seconds = value.total_seconds()
     if seconds < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+        return f"{seconds:.0f}s" if seconds >= 10 or seconds.is_integer() else f"{seconds:.1f}s"
     whole = int(seconds)
     days, rest = divmod(whole, 86400)
     hours, rest = divmod(rest, 3600)
@@ -50,7 +49,13 @@ def format_duration(value: timedelta) -> str:
     return " ".join(shown)
 
 
-class Duration(click.ParamType):
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[timedelta]
+else:
+    _ParamType = click.ParamType
+
+
+class Duration(_ParamType):
     """A click parameter type for durations (see :func:`parse_duration`)."""
 
     name = "duration"

@@ -20,12 +20,19 @@ EXIT_USAGE = 2
 class CliError(click.ClickException):
     """An error shown as exactly one line: ``venturi: error: <message>``."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
-        self.exit_code = exit_code
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"venturi: error: {self.format_message()}", file=file, err=file is None)
+
+
+class CliUsageError(CliError):
+    """A mistake in the command line itself (exit status 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 def one_line(message: str) -> str:
@@ -49,9 +56,9 @@ def translate(exc: BaseException, ctx: click.Context) -> CliError | None:
         return exc
     if isinstance(exc, click.UsageError):
         path = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-        return CliError(f"{exc.format_message()} (see '{path} --help')", EXIT_USAGE)
+        return CliUsageError(f"{exc.format_message()} (see '{path} --help')")
     if isinstance(exc, click.ClickException):
-        return CliError(exc.format_message(), exc.exit_code)
+        return CliError(exc.format_message())
     if isinstance(exc, VenturiError):
         return CliError(str(exc))
     if isinstance(exc, SQLAlchemyError):

@@ -17,7 +17,7 @@ DEFAULT_PREFIX = "venturi"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _check_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
+def check_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
     try:
         return validate_prefix(value)
     except BadPrefix as exc:
@@ -34,7 +34,7 @@ def dsn_option(fn: F) -> F:
 def prefix_option(fn: F) -> F:
     return click.option(
         "--prefix", "-p", envvar="VENTURI_PREFIX", default=DEFAULT_PREFIX, show_default=True,
-        callback=_check_prefix, help="Queue prefix (tables <prefix>_jobs, <prefix>_journal)  [env: VENTURI_PREFIX]",
+        callback=check_prefix, help="Queue prefix (tables <prefix>_jobs, <prefix>_journal)  [env: VENTURI_PREFIX]",
     )(fn)
 
 

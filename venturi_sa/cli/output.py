@@ -49,7 +49,7 @@ def cell(value: Any) -> str:
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(timezone.utc)
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        return f"{value:%Y-%m-%d %H:%M:%S}"
     if isinstance(value, timedelta):
         return format_duration(value)
     if isinstance(value, (dict, list)):
@@ -63,7 +63,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
     widths = [max([len(h), *(len(r[i]) for r in texts)]) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if h in right else v.ljust(w) for v, w, h in zip(values, widths, headers)]
+        parts = [v.rjust(w) if h in right else v.ljust(w) for v, w, h in zip(values, widths, headers, strict=True)]
         return "  ".join(parts).rstrip()
 
     return "\n".join([line([h.upper() for h in headers]), *(line(r) for r in texts)])

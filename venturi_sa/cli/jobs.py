@@ -1,0 +1,149 @@
+"""``venturi jobs``: list history, show one job with its journal, and admin actions.
+
+Admin actions (retry, kill, release) are each one short transaction that
+changes the job only if its status allows it, and journal the operator's note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+import click
+
+from venturi_sa.cli.connect import bare_queue, opened
+from venturi_sa.cli.main import VenturiGroup, cli
+from venturi_sa.cli.options import queue_options
+from venturi_sa.cli.output import emit_json, fields, table
+from venturi_sa.introspection import JobInfo, JournalInfo
+from venturi_sa.states import STATUSES
+
+LIST_COLUMNS = ("id", "kind", "status", "priority", "run_count", "failure_count", "created_at", "finished_at")
+LIST_HEADERS = ("id", "kind", "status", "pri", "runs", "fails", "created", "finished")
+SHOW_FIELDS = (
+    ("id", "id"), ("kind", "kind"), ("status", "status"), ("priority", "priority"),
+    ("created", "created_at"), ("visible at", "visible_at"), ("finished", "finished_at"),
+    ("runs", "run_count"), ("failures", "failure_count"), ("claimed by", "claimed_by"),
+    ("lease expires", "claim_expires_at"), ("dedup key", "dedup_key"), ("payload", "payload"),
+    ("carry", "carry"),
+)
+JOURNAL_COLUMNS = ("run_no", "recorded_at", "outcome", "note", "attachment")
+JOURNAL_HEADERS = ("run", "recorded", "outcome", "note", "attachment")
+
+
+def parse_time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """An ISO 8601 time; a time without an offset is taken as UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 time such as 2024-05-01T12:00:00Z",
+                                 ctx=ctx, param=param) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+
+@cli.group(cls=VenturiGroup)
+def jobs() -> None:
+    """Inspect jobs and their journals; retry, kill or release one job."""
+
+
+@jobs.command("list")
+@queue_options
+@click.option("--status", type=click.Choice(STATUSES), help="Only jobs in this status.")
+@click.option("--kind", help="Only jobs of this kind.")
+@click.option("--finished-after", callback=parse_time, metavar="TIME",
+              help="Only jobs finished at or after TIME (ISO 8601, UTC if no offset).")
+@click.option("--finished-before", callback=parse_time, metavar="TIME", help="Only jobs finished before TIME.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Page size.")
+@click.option("--cursor", help="Continue after the page that printed this cursor.")
+def list_jobs(dsn: str | None, prefix: str, as_json: bool, status: str | None, kind: str | None,
+              finished_after: datetime | None, finished_before: datetime | None, limit: int,
+              cursor: str | None) -> None:
+    """List jobs newest first (by creation), a page at a time."""
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        page = queue.history(engine, status=status, kind=kind, finished_after=finished_after,
+                             finished_before=finished_before, limit=limit, cursor=cursor)
+    if as_json:
+        emit_json(page.as_dict())
+        return
+    if not page.items:
+        click.echo("no jobs match")
+    else:
+        rows = [[getattr(job, c) for c in LIST_COLUMNS] for job in page.items]
+        click.echo(table(LIST_HEADERS, rows, right=("pri", "runs", "fails")))
+    if page.next_cursor:
+        click.echo(f"\nmore: add --cursor {page.next_cursor}")
+
+
+def render_job(job: JobInfo, journal: Sequence[JournalInfo]) -> str:
+    """A job's fields, then its journal timeline, as text."""
+    values = asdict(job)
+    text = fields([(label, values[key]) for label, key in SHOW_FIELDS])
+    if not journal:
+        return f"{text}\n\njournal: (empty)"
+    rows = [[getattr(e, c) for c in JOURNAL_COLUMNS] for e in journal]
+    return f"{text}\n\njournal:\n{table(JOURNAL_HEADERS, rows, right=('run',))}"
+
+
+@jobs.command("show")
+@queue_options
+@click.argument("job_id", metavar="ID")
+def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
+    """Show one job and its journal, oldest entry first."""
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        job = queue.get_job(engine, job_id)
+        journal = queue.journal(engine, job_id)
+    if as_json:
+        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal]})
+    else:
+        click.echo(render_job(job, journal))
+
+
+def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None) -> None:
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        before = queue.get_job(engine, job_id).status
+        act: Callable[..., JobInfo] = getattr(queue, action)
+        job = act(engine, job_id, note=note)
+    if as_json:
+        emit_json(job.as_dict())
+    else:
+        click.echo(f"job {job_id} ({job.kind}): {before} -> {job.status}")
+
+
+note_option = click.option("--note", "-m", help="Why (recorded in the job's journal).")
+
+
+@jobs.command("retry")
+@queue_options
+@note_option
+@click.argument("job_id", metavar="ID")
+def retry(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+    """Requeue a dead job: back to pending, eligible now, failure count reset."""
+    _admin("requeue", dsn, prefix, as_json, job_id, note)
+
+
+@jobs.command("kill")
+@queue_options
+@note_option
+@click.argument("job_id", metavar="ID")
+def kill(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+    """Mark a pending job dead so no worker runs it."""
+    _admin("kill", dsn, prefix, as_json, job_id, note)
+
+
+@jobs.command("release")
+@queue_options
+@note_option
+@click.argument("job_id", metavar="ID")
+def release(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+    """Put a job stuck in claimed (its worker is known to be gone) back to pending now.
+
+    Only for a worker you know is dead: if it is alive, its outcome write
+    will be refused (fenced) and its work rolled back.
+    """
+    _admin("release", dsn, prefix, as_json, job_id, note)

@@ -1,0 +1,97 @@
+"""``venturi worker APP``: run a worker for the application's queue until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+
+import click
+
+from venturi_sa.cli.connect import opened
+from venturi_sa.cli.failures import CliError, CliUsageError
+from venturi_sa.cli.main import cli
+from venturi_sa.cli.options import dsn_option
+from venturi_sa.queue import Queue
+from venturi_sa.worker import Worker
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
+
+
+def setup_logging(verbose: int) -> None:
+    """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    if verbose >= 1:
+        logging.getLogger("venturi_sa").setLevel(logging.DEBUG)
+    if verbose >= 2:
+        logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
+
+
+def load_queue(app: str) -> Queue:
+    """Import ``package.module:attribute`` and return the :class:`Queue` it names.
+
+    The current directory is importable, as for ``python -m``.  The attribute
+    may be a dotted path, or a function of no arguments returning the queue.
+    """
+    module_name, sep, attr = app.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliUsageError(f"APP must look like 'package.module:queue', got {app!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r} (from APP {app!r}): {exc}") from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CliError(f"module {module_name!r} has no attribute {attr!r} (from APP {app!r})") from None
+    if callable(target) and not isinstance(target, Queue):
+        target = target()
+    if not isinstance(target, Queue):
+        raise CliError(f"APP {app!r} is a {type(target).__name__}, not a venturi_sa.Queue")
+    return target
+
+
+def split_kinds(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    if not kinds:
+        raise CliUsageError("--kinds needs at least one kind, e.g. --kinds send_receipt,charge_card")
+    return kinds
+
+
+@cli.command()
+@click.argument("app", metavar="APP")
+@dsn_option
+@click.option("--kinds", "-k", metavar="KIND,...", help="Only run these task kinds (default: all registered).")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="Jobs run at once (threads).")
+@click.option("--poll-interval", type=click.FloatRange(0.01, 3600), default=5.0, show_default=True,
+              help="Longest idle sleep in seconds between claim attempts.")
+@click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
+              help="Seconds running jobs get to finish on SIGTERM/SIGINT before they are released.")
+@click.option("--no-listen", is_flag=True,
+              help="Do not LISTEN for new jobs; poll only (e.g. behind PgBouncer in transaction mode).")
+@click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid).")
+@click.option("--verbose", "-v", count=True, help="-v: debug logs from venturi; -vv: also SQL.")
+def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_interval: float,
+           grace: float, no_listen: bool, worker_id: str | None, verbose: int) -> None:
+    """Run a worker for the Queue at APP ('package.module:queue') until stopped.
+
+    SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
+    a second signal stops at once.  Jobs still running are released back to
+    pending (no failure counted).  Refuses to start if the queue's tables are
+    not migrated to this venturi's version.
+    """
+    setup_logging(verbose)
+    queue = load_queue(app)
+    with opened(dsn, queue.prefix, concurrency=concurrency) as engine:
+        runner = Worker(queue, engine, kinds=split_kinds(kinds), concurrency=concurrency,
+                        poll_interval=poll_interval, grace=grace, listen=not no_listen,
+                        worker_id=worker_id)
+        runner.run()
+    logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
