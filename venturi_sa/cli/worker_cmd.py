@@ -77,9 +77,12 @@ def split_kinds(value: str | None) -> list[str] | None:
 @click.option("--no-listen", is_flag=True,
               help="Do not LISTEN for new jobs; poll only (e.g. behind PgBouncer in transaction mode).")
 @click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Serve Prometheus metrics on this port (needs venturi[metrics]).")
 @click.option("--verbose", "-v", count=True, help="-v: debug logs from venturi; -vv: also SQL.")
 def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_interval: float,
-           grace: float, no_listen: bool, worker_id: str | None, verbose: int) -> None:
+           grace: float, no_listen: bool, worker_id: str | None, metrics_port: int | None,
+           verbose: int) -> None:
     """Run a worker for the Queue at APP ('package.module:queue') until stopped.
 
     SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
@@ -89,9 +92,15 @@ def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_
     """
     setup_logging(verbose)
     queue = load_queue(app)
+    hook = None
+    if metrics_port is not None:
+        from venturi_sa.metrics import PrometheusMetrics, serve
+
+        hook = PrometheusMetrics()
+        serve(metrics_port)
     with opened(dsn, queue.prefix, concurrency=concurrency) as engine:
         runner = Worker(queue, engine, kinds=split_kinds(kinds), concurrency=concurrency,
                         poll_interval=poll_interval, grace=grace, listen=not no_listen,
-                        worker_id=worker_id)
+                        worker_id=worker_id, on_event=hook)
         runner.run()
     logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)

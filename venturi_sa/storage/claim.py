@@ -48,7 +48,8 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
             claim_expires_at=sa.func.now() + _lease_expr(models, params),
         )
         .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
-                   job.run_count, job.failure_count)
+                   job.run_count, job.failure_count,
+                   sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"))
         .execution_options(synchronize_session=False)
     )
 
@@ -64,7 +65,7 @@ def claim(models: Models, session: Session, params: ClaimParams) -> list[Claimed
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id)
+                   claimed_by=params.worker_id, waited=float(r.waited))
         for r in rows
     ]
     jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))

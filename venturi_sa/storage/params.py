@@ -33,6 +33,7 @@ class ClaimedJob:
     run_count: int
     failure_count: int
     claimed_by: str
+    waited: float = 0.0  # seconds from visible_at to this claim, on the database clock
 
     @property
     def fence(self) -> Fence:

@@ -8,6 +8,7 @@ exception escape: whatever the handler does, the run ends in an outcome.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,6 +38,7 @@ class Run:
     failed: bool = False  # the handler raised: its session work must be rolled back
     released: bool = False  # released at shutdown while still running: skip persisting
     slot_freed: bool = False  # the handler returned; the outcome may still be on its way
+    duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
 
 
 def _note(text: object) -> str:
@@ -139,7 +141,11 @@ def classify(run: Run, result: Any) -> FinishParams:
 
 
 def process(run: Run, registry: Registry) -> None:
-    """The whole pipeline for one run; sets ``run.params``."""
-    prepare(run, registry)
-    if run.params is None:
-        run.params = classify(run, execute(run))
+    """The whole pipeline for one run; sets ``run.params`` and ``run.duration``."""
+    started = time.monotonic()
+    try:
+        prepare(run, registry)
+        if run.params is None:
+            run.params = classify(run, execute(run))
+    finally:
+        run.duration = time.monotonic() - started

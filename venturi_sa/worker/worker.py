@@ -128,8 +128,10 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
+                with self._lock:
+                    busy = bool(self._inflight)  # a run may commit a pause/retry during this claim
                 state = self._claim_round()
-                if state == "none" and not self._inflight:
+                if state == "none" and not busy and not self._inflight:
                     break
                 if state != "more":
                     self._wake.wait(self.poll_interval)
@@ -210,7 +212,8 @@ class Worker:
             self._inflight[job.id] = run
             self._running[job.kind] += 1
             self._busy += 1
-        self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count})
+        self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
+                               "waited": job.waited, "queue": self.models.prefix})
         self._todo.put(run)
 
     # -- executors -----------------------------------------------------------------
@@ -219,7 +222,7 @@ class Worker:
             run = self._todo.get()
             if run is None:
                 return
-            batched = False
+            batched, recorded = False, False
             try:
                 process(run, self.queue.registry)
                 self._slot_free(run)
@@ -229,16 +232,13 @@ class Worker:
                     self.batcher.submit(run)
                     batched = True
                 else:
-                    self.completer.persist(run)
+                    recorded = self.completer.persist(run)
             except BaseException:  # noqa: BLE001 - never lose a slot
                 logger.exception("unexpected error finishing job %s", run.job.id)
             finally:
                 self._slot_free(run)
                 if not batched:
-                    self._finished(run)
-
-    def _batched(self, run: Run, recorded: bool) -> None:
-        self._finished(run)
+                    self._finished(run, recorded)
 
     def _slot_free(self, run: Run) -> None:
         """The handler is done: its slot (and kind cap) can take another job."""
@@ -249,13 +249,14 @@ class Worker:
                 self._busy -= 1
         self._wake.set()
 
-    def _finished(self, run: Run) -> None:
+    def _finished(self, run: Run, recorded: bool = True) -> None:
         """The outcome is persisted (or given up on): the run leaves the worker."""
         with self._lock:
             if self._inflight.pop(run.job.id, None) is not None:
                 self.processed += 1
         outcome = run.params.outcome.value if run.params else None
-        self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome})
+        self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome,
+                                "recorded": recorded, "duration": run.duration, "queue": self.models.prefix})
         self._wake.set()
 
     def _held(self) -> dict[timedelta, list[tuple[str, int]]]:
@@ -276,7 +277,7 @@ class Worker:
         for thread in self._threads:
             thread.start()
         if self.batch_outcomes:
-            self.batcher = Batcher(self.models, self._sessions, self._batched)
+            self.batcher = Batcher(self.models, self._sessions, self._finished)
             self.batcher.start()
         shortest = min((self._tasks[k].lease for k in self.kinds), default=timedelta(seconds=60))
         self.keeper = LeaseKeeper(

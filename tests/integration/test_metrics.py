@@ -1,0 +1,58 @@
+"""Prometheus metrics recorded from a real worker's events."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy.orm import Session
+
+import venturi_sa as v
+from venturi_sa.metrics import PrometheusMetrics
+
+
+class Good(v.Task):
+    KIND = "metrics_good"
+
+    def run(self, ctx: v.JobContext) -> None:
+        return None
+
+
+class Bad(v.Task):
+    KIND = "metrics_bad"
+
+    def run(self, ctx: v.JobContext) -> v.Die:
+        return v.Die("no")
+
+
+def test_worker_events_feed_prometheus(engine, models) -> None:  # type: ignore[no-untyped-def]
+    queue = v.Queue(models, [Good, Bad])
+    with Session(engine) as session:
+        queue.enqueue_many(session, [Good(), Good(), Bad()])
+        session.commit()
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    assert v.Worker(queue, engine, concurrency=2, on_event=metrics).run_until_idle() == 3
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"queue": models.prefix, **labels})
+
+    assert sample("venturi_job_outcomes_total", kind="metrics_good", outcome="completed") == 2
+    assert sample("venturi_job_outcomes_total", kind="metrics_bad", outcome="dead") == 1
+    assert sample("venturi_job_run_seconds_count", kind="metrics_good") == 2
+    assert sample("venturi_job_queue_wait_seconds_count", kind="metrics_bad") == 1
+    assert sample("venturi_jobs_in_flight") == 0
+
+
+def test_metrics_names_the_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_prometheus(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name.startswith("prometheus_client"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_prometheus)
+    with pytest.raises(v.VenturiError, match=r"venturi\[metrics\]"):
+        PrometheusMetrics(CollectorRegistry())

@@ -1,0 +1,60 @@
+"""Optional Prometheus metrics for a worker (``pip install venturi[metrics]``).
+
+Pass an instance as the worker's ``on_event`` hook::
+
+    metrics = PrometheusMetrics()
+    Worker(queue, engine, on_event=metrics)
+
+Exported: ``venturi_job_outcomes_total{queue,kind,outcome}``,
+``venturi_job_run_seconds{queue,kind}`` (handler run time),
+``venturi_job_queue_wait_seconds{queue,kind}`` (eligible → claimed, on the
+database clock) and ``venturi_jobs_in_flight{queue}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from venturi_sa.errors import VenturiError
+
+
+class PrometheusMetrics:
+    """A worker ``on_event`` hook that records Prometheus metrics."""
+
+    def __init__(self, registry: Any = None) -> None:
+        try:
+            from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+        except ImportError:
+            raise VenturiError(
+                "Prometheus metrics need prometheus-client: pip install 'venturi[metrics]'"
+            ) from None
+        registry = registry if registry is not None else REGISTRY
+        self.outcomes = Counter("venturi_job_outcomes", "Recorded run outcomes.",
+                                ["queue", "kind", "outcome"], registry=registry)
+        self.run_seconds = Histogram("venturi_job_run_seconds", "Handler run time in seconds.",
+                                     ["queue", "kind"], registry=registry)
+        self.wait_seconds = Histogram("venturi_job_queue_wait_seconds",
+                                      "Seconds from eligible to claimed (database clock).",
+                                      ["queue", "kind"], registry=registry)
+        self.in_flight = Gauge("venturi_jobs_in_flight", "Jobs claimed and not yet finished.",
+                               ["queue"], registry=registry)
+
+    def __call__(self, name: str, data: dict[str, Any]) -> None:
+        queue = data.get("queue", "")
+        if name == "claimed":
+            self.in_flight.labels(queue).inc()
+            self.wait_seconds.labels(queue, data["kind"]).observe(max(0.0, data.get("waited", 0.0)))
+        elif name == "finished":
+            self.in_flight.labels(queue).dec()
+            self.run_seconds.labels(queue, data["kind"]).observe(data.get("duration", 0.0))
+            outcome = data.get("outcome") if data.get("recorded") else "lost"
+            self.outcomes.labels(queue, data["kind"], outcome or "none").inc()
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    """Expose the default registry over HTTP on ``addr:port`` (a daemon thread)."""
+    try:
+        from prometheus_client import start_http_server
+    except ImportError:
+        raise VenturiError("--metrics-port needs prometheus-client: pip install 'venturi[metrics]'") from None
+    start_http_server(port, addr=addr)
