@@ -225,10 +225,12 @@ class Worker:
             batched, recorded = False, False
             try:
                 process(run, self.queue.registry)
-                self._slot_free(run)
                 if run.released:
-                    pass
+                    session = run.ctx.take_session()
+                    if session is not None:
+                        session.close()  # released at shutdown: its work is discarded
                 elif self.batcher is not None and not run.ctx.session_used:
+                    self._slot_free(run)  # the batcher persists it; this thread is free
                     self.batcher.submit(run)
                     batched = True
                 else:
