@@ -14,6 +14,10 @@ Traits fill the dependent columns of each state consistently:
 * ``completed`` / ``dead``: terminal, ``finished_at`` set, no claim left;
 * ``scheduled``: pending but visible only in an hour.
 
+``JournalEntryFactory`` makes a job for its entry (``job_state``, completed by
+default) unless given one: ``JournalEntryFactory(job=job, retried=True)``;
+its ``dead`` trait makes a dead job with a ``dead`` entry.
+
 Times are SQL expressions on the database clock (``now()``), evaluated at
 flush.  Rows are only flushed (``sqlalchemy_session_persistence="flush"``);
 the test decides whether to commit.
@@ -30,6 +34,7 @@ from factory.alchemy import SQLAlchemyModelFactory
 from sqlalchemy.orm import Session
 
 from venturi_sa import Models
+
 
 def db_now(offset: timedelta = timedelta(0)) -> Any:
     """``now() + offset`` as a SQL expression (database clock, evaluated at flush)."""

@@ -1,0 +1,137 @@
+"""Helpers for the core queue's integration tests: read rows, run workers, wait on events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa import Models, Queue, Task, Worker
+
+WAIT = 20.0  # seconds any condition gets before a test fails
+
+
+def enqueue(engine: sa.Engine, queue: Queue, *tasks: Task, **options: Any) -> list[str]:
+    """Enqueue ``tasks`` in one committed transaction; return the job ids."""
+    with Session(engine) as session, session.begin():
+        jobs = queue.enqueue_many(session, list(tasks), **options)
+        return [job.id for job in jobs]
+
+
+def job_row(engine: sa.Engine, models: Models, job_id: str) -> sa.Row[Any]:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(models.jobs_table).where(models.jobs_table.c.id == job_id)).one()
+
+
+def journal(engine: sa.Engine, models: Models, job_id: str) -> list[sa.Row[Any]]:
+    """The job's journal rows in order."""
+    t = models.journal_table
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(t).where(t.c.job_id == job_id).order_by(t.c.id)))
+
+
+def outcomes(engine: sa.Engine, models: Models, job_id: str) -> list[str]:
+    return [row.outcome for row in journal(engine, models, job_id)]
+
+
+def count(engine: sa.Engine, table: sa.Table | str, where: str = "") -> int:
+    name = table if isinstance(table, str) else table.name
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(f"SELECT count(*) FROM {name} {where}")).scalar_one())
+
+
+def drain(queue: Queue, engine: sa.Engine, **options: Any) -> int:
+    """``Worker(...).run_until_idle()`` with test-friendly defaults."""
+    options.setdefault("concurrency", 4)
+    options.setdefault("poll_interval", 0.2)
+    return Worker(queue, engine, **options).run_until_idle()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Events:
+    """An ``on_event`` hook that records events and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str, dict[str, Any]]] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, name: str, data: dict[str, Any]) -> None:
+        with self._cond:
+            self.seen.append((time.monotonic(), name, dict(data)))
+            self._cond.notify_all()
+
+    def wait_for(self, name: str, timeout: float = WAIT, after: int = 0,
+                 **match: Any) -> tuple[float, dict[str, Any]]:
+        """The first event ``name`` (from index ``after``) whose data contains ``match``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for at, seen_name, data in self.seen[after:]:
+                    if seen_name == name and all(data.get(k) == v for k, v in match.items()):
+                        return at, data
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {name!r} event matching {match} within {timeout}s")
+                self._cond.wait(left)
+
+    def mark(self) -> int:
+        with self._cond:
+            return len(self.seen)
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    """Run ``worker.run()`` in a thread; stop it and wait for it on exit."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(WAIT)
+        assert not thread.is_alive(), "worker did not stop"
+    assert not errors, f"worker.run() raised {errors[0]!r}"
+
+
+def side_table(engine: sa.Engine, prefix: str) -> str:
+    """Create ``<prefix>_side`` (no unique constraint): one row per handler write."""
+    name = f"{prefix}_side"
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {name} (job_id text NOT NULL, run_no int NOT NULL, "
+                             "note text, at timestamptz NOT NULL DEFAULT clock_timestamp())"))
+    return name
+
+
+def side_write(session: Session, table: str, job_id: str, run_no: int, note: str = "") -> None:
+    session.execute(sa.text(f"INSERT INTO {table} (job_id, run_no, note) VALUES (:j, :r, :n)"),
+                    {"j": job_id, "r": run_no, "n": note})
+
+
+def side_rows(engine: sa.Engine, table: str, job_ids: Sequence[str] | None = None) -> list[sa.Row[Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f"SELECT job_id, run_no, note FROM {table} ORDER BY at")).all()
+    return [r for r in rows if job_ids is None or r.job_id in job_ids]
