@@ -45,6 +45,10 @@ def ensure_json(value: Any, what: str) -> Any:
     except (TypeError, ValueError) as exc:
         where = _first_bad_path(value, "") or str(exc)
         raise InvalidPayload(f"{what} is not JSON-serializable at {where}", {where: [str(exc)]}) from None
+    # json.dumps turns non-string keys into strings: the value would not round-trip.
+    where = _first_bad_path(value, "")
+    if where:
+        raise InvalidPayload(f"{what} would change in JSON at {where}", {where: ["keys must be strings"]})
     return value
 
 

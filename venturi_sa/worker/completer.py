@@ -126,8 +126,15 @@ class Batcher(threading.Thread):
         closing = False
         while not closing:
             batch, closing = self._collect()
-            if batch:
+            if not batch:
+                continue
+            try:
                 self._write(batch)
+            except Exception:  # noqa: BLE001 - the thread must survive to serve later batches
+                logger.exception("outcome batch of %d failed; the leases will expire and the jobs "
+                                 "will be recovered", len(batch))
+                for run in batch:
+                    self.done(run, False)
 
     def _write(self, batch: list[Run]) -> None:
         recorded: set[str] = set()
