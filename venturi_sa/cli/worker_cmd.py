@@ -15,6 +15,7 @@ from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
 from venturi_sa.queue import Queue
 from venturi_sa.worker import Worker
+from venturi_sa.worker.joblog import RunContextFilter
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
@@ -22,6 +23,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 def setup_logging(verbose: int) -> None:
     """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RunContextFilter())
     if verbose >= 1:
         logging.getLogger("venturi_sa").setLevel(logging.DEBUG)
     if verbose >= 2:

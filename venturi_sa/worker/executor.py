@@ -21,6 +21,7 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, FinishParams
 from venturi_sa.task import Registry, Task
 from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.joblog import running
 
 logger = logging.getLogger("venturi_sa.worker")
 MAX_NOTE = 2000
@@ -144,8 +145,9 @@ def process(run: Run, registry: Registry) -> None:
     """The whole pipeline for one run; sets ``run.params`` and ``run.duration``."""
     started = time.monotonic()
     try:
-        prepare(run, registry)
-        if run.params is None:
-            run.params = classify(run, execute(run))
+        with running(run.job):
+            prepare(run, registry)
+            if run.params is None:
+                run.params = classify(run, execute(run))
     finally:
         run.duration = time.monotonic() - started
