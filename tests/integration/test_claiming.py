@@ -13,7 +13,7 @@ from queue_kit import Events, drain, enqueue, job_row, running
 from sqlalchemy.orm import Session
 
 from venturi_sa import JobContext, Priority, Queue, Task, Worker
-from venturi_sa.storage.claim import claim_statement
+from venturi_sa.storage.claim import explain_claim
 from venturi_sa.storage.params import ClaimParams
 
 
@@ -118,10 +118,8 @@ def test_claim_uses_the_partial_claim_index_without_sorting(engine: sa.Engine, m
     for kinds in (["k1"], ["k1", "k2"]):
         params = ClaimParams(worker_id="explain:1", kinds=kinds, limit=10, leases={},
                              default_lease=timedelta(seconds=60))
-        compiled = claim_statement(models, params).compile(
-            dialect=engine.dialect, compile_kwargs={"render_postcompile": True})
         with engine.connect() as conn:
-            plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params))
+            plan = explain_claim(conn, models, params)
             conn.rollback()
         assert f"{models.prefix}_jobs_claim" in plan, plan
         assert "Sort" not in plan, plan

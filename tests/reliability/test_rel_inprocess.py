@@ -216,12 +216,11 @@ def test_claim_uses_partial_claim_indexes(db: sa.Engine, queue: Queue) -> None:
     with Session(db) as s, s.begin():
         claims.claim(queue.models, s, ClaimParams(worker_id="x", kinds=["work"], limit=2900,
                                                   leases={}, default_lease=timedelta(seconds=60)))
-    stmt = claims.claim_statement(queue.models, ClaimParams(
-        worker_id="x", kinds=["work"], limit=10, leases={}, default_lease=timedelta(seconds=60)))
+    params = ClaimParams(worker_id="x", kinds=["work"], limit=10, leases={},
+                         default_lease=timedelta(seconds=60))
     with db.connect() as conn:
         conn.exec_driver_sql(f"ANALYZE {queue.prefix}_jobs")
-        compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params))
+        plan = claims.explain_claim(conn, queue.models, params)
         conn.rollback()
     assert f"{queue.prefix}_jobs_claim" in plan, plan
 

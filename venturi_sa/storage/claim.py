@@ -21,19 +21,36 @@ def _lease_expr(models: Models, params: ClaimParams) -> Any:
     return sa.case(whens, value=models.Job.kind, else_=sa.literal(params.default_lease, sa.Interval))
 
 
+_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+
+
 def claim_statement(models: Models, params: ClaimParams) -> Any:
     """``WITH claimable AS MATERIALIZED (SELECT ... FOR UPDATE SKIP LOCKED) UPDATE ... RETURNING``.
 
     The materialized CTE runs the locking SELECT exactly once, so the claim
-    never takes more than ``limit`` rows.
+    never takes more than ``limit`` rows.  The statement takes the bind
+    parameters ``worker_id`` and ``limit``; it is built once per kinds/leases
+    combination and reused, so SQLAlchemy's compiled cache serves it.
     """
+    leases = tuple(sorted((k, params.leases.get(k, params.default_lease)) for k in params.kinds))
+    key = (models.prefix, id(models.Job), tuple(params.kinds), leases, params.default_lease)
+    cached = _STATEMENTS.get(key)
+    if cached is None:
+        if len(_STATEMENTS) > 1000:
+            _STATEMENTS.clear()
+        cached = _STATEMENTS[key] = _build(models, params, sa.bindparam("limit", type_=sa.Integer),
+                                           sa.bindparam("worker_id", type_=sa.Text))
+    return cached
+
+
+def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any) -> Any:
     job = models.Job
     candidates = (
         sa.select(job.id)
         .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)),
                job.visible_at <= sa.func.now())
         .order_by(job.priority, job.created_at)
-        .limit(params.limit)
+        .limit(limit)
         .with_for_update(skip_locked=True)
         .cte("claimable")
         .prefix_with("MATERIALIZED")
@@ -43,7 +60,7 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
         .where(job.id == candidates.c.id)
         .values(
             status=Status.CLAIMED.value,
-            claimed_by=params.worker_id,
+            claimed_by=worker_id,
             run_count=job.run_count + 1,
             claim_expires_at=sa.func.now() + _lease_expr(models, params),
         )
@@ -61,7 +78,8 @@ def claim(models: Models, session: Session, params: ClaimParams) -> list[Claimed
     """
     if params.limit <= 0 or not params.kinds:
         return []
-    rows = session.execute(claim_statement(models, params)).all()
+    rows = session.execute(claim_statement(models, params),
+                           {"limit": params.limit, "worker_id": params.worker_id}).all()
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
@@ -87,3 +105,12 @@ def seconds_until_visible(models: Models, session: Session, kinds: list[str]) ->
 
 
 __all__ = ["claim", "claim_statement", "seconds_until_visible"]
+
+
+
+
+def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams) -> str:
+    """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards)."""
+    stmt = _build(models, params, params.limit, params.worker_id)
+    sql = stmt.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True})
+    return "\n".join(str(row[0]) for row in connection.exec_driver_sql("EXPLAIN " + str(sql).replace("%", "%%")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -80,48 +81,53 @@ def finish(models: Models, session: Session, params: FinishParams) -> bool:
     return True
 
 
-def _batch_row(params: FinishParams) -> tuple[Any, ...]:
-    status = OUTCOME_STATUS[params.outcome]
-    return (
-        params.fence.job_id,
-        params.fence.claimed_by,
-        params.fence.run_count,
-        status.value,
-        status.terminal,
-        params.visible_at,
-        params.delay or timedelta(0),
-        1 if params.failure else 0,
-        params.save_carry,
-        params.carry if params.save_carry else None,
-    )
-
-
-_BATCH_COLUMNS = (
-    sa.column("id", sa.Text),
-    sa.column("claimed_by", sa.Text),
-    sa.column("run_count", sa.Integer),
-    sa.column("status", sa.Text),
-    sa.column("finished", sa.Boolean),
-    sa.column("visible_at", sa.DateTime(timezone=True)),
-    sa.column("delay", sa.Interval),
-    sa.column("failure_inc", sa.Integer),
-    sa.column("save_carry", sa.Boolean),
-    sa.column("carry", postgresql.JSONB),
+# One array parameter per column: the statement text never changes with the
+# batch size, so SQLAlchemy compiles it once and PostgreSQL sees one shape.
+_BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("id", sa.Text),
+    ("claimed_by", sa.Text),
+    ("run_count", sa.Integer),
+    ("status", sa.Text),
+    ("finished", sa.Boolean),
+    ("visible_at", sa.DateTime(timezone=True)),
+    ("delay", sa.Interval),
+    ("failure_inc", sa.Integer),
+    ("save_carry", sa.Boolean),
+    ("carry", postgresql.JSONB),
 )
+_STATEMENTS: dict[tuple[str, int], Any] = {}
 
 
-def finish_many(models: Models, session: Session, batch: Sequence[FinishParams]) -> set[str]:
-    """Write many runs' outcomes with one fenced UPDATE and one journal INSERT.
+def _batch_columns(batch: Sequence[FinishParams]) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {f"v_{name}": [] for name, _ in _BATCH_COLUMNS}
+    for p in batch:
+        status = OUTCOME_STATUS[p.outcome]
+        columns["v_id"].append(p.fence.job_id)
+        columns["v_claimed_by"].append(p.fence.claimed_by)
+        columns["v_run_count"].append(p.fence.run_count)
+        columns["v_status"].append(status.value)
+        columns["v_finished"].append(status.terminal)
+        columns["v_visible_at"].append(p.visible_at)
+        columns["v_delay"].append(p.delay or timedelta(0))
+        columns["v_failure_inc"].append(1 if p.failure else 0)
+        columns["v_save_carry"].append(p.save_carry)
+        columns["v_carry"].append(json.dumps(p.carry) if p.save_carry else None)
+    return columns
 
-    Returns the ids whose fence still matched; only those get a journal row.
-    Runs whose lease was lost are left untouched.  The caller commits.
-    """
-    if not batch:
-        return set()
+
+def _finish_many_statement(models: Models) -> Any:
+    key = (models.prefix, id(models.Job))
+    if key in _STATEMENTS:
+        return _STATEMENTS[key]
     job = models.Job
-    rows = sa.values(*_BATCH_COLUMNS, name="outcome").data([_batch_row(p) for p in batch])
+    arrays = [
+        sa.cast(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(sa.Text if name == "carry" else type_)),
+                postgresql.ARRAY(type_))
+        for name, type_ in _BATCH_COLUMNS
+    ]
+    rows = sa.func.unnest(*arrays).table_valued(*(name for name, _ in _BATCH_COLUMNS)).render_derived(
+        name="outcome", with_types=False)
     now = sa.func.clock_timestamp()
-    pending = rows.c.status == Status.PENDING.value
     stmt = (
         sa.update(job)
         .where(
@@ -136,17 +142,28 @@ def finish_many(models: Models, session: Session, batch: Sequence[FinishParams])
             claim_expires_at=None,
             finished_at=sa.case((rows.c.finished, now), else_=job.finished_at),
             visible_at=sa.case(
-                (pending, sa.func.coalesce(sa.cast(rows.c.visible_at, sa.DateTime(timezone=True)),
-                                           now + sa.cast(rows.c.delay, sa.Interval))),
+                (rows.c.status == Status.PENDING.value, sa.func.coalesce(rows.c.visible_at, now + rows.c.delay)),
                 else_=job.visible_at,
             ),
             failure_count=job.failure_count + rows.c.failure_inc,
-            carry=sa.case((rows.c.save_carry, sa.cast(rows.c.carry, postgresql.JSONB)), else_=job.carry),
+            carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
         )
         .returning(job.id)
         .execution_options(synchronize_session=False)
     )
-    done = set(session.execute(stmt).scalars())
+    _STATEMENTS[key] = stmt
+    return stmt
+
+
+def finish_many(models: Models, session: Session, batch: Sequence[FinishParams]) -> set[str]:
+    """Write many runs' outcomes with one fenced UPDATE and one journal INSERT.
+
+    Returns the ids whose fence still matched; only those get a journal row.
+    Runs whose lease was lost are left untouched.  The caller commits.
+    """
+    if not batch:
+        return set()
+    done = set(session.execute(_finish_many_statement(models), _batch_columns(batch)).scalars())
     entries = [journal_row(p) for p in batch if p.fence.job_id in done]
     if entries:
         session.execute(sa.insert(models.JournalEntry), entries)
