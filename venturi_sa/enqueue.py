@@ -113,6 +113,36 @@ def _decide(models: Models, session: Session, prepared: list[_Prepared], when: W
             )
 
 
+BULK_THRESHOLD = 2
+
+
+def _insert_bulk(models: Models, session: Session, prepared: list[_Prepared], when: When) -> list[JobBase]:
+    """Many plain jobs: one batched ``INSERT ... RETURNING`` and one NOTIFY per kind.
+
+    Uses the ORM's bulk INSERT, which skips the unit of work but still returns
+    persistent ``Job`` objects in the caller's session.
+    """
+    rows = [
+        {"id": new_job_id(), "kind": type(p.task).KIND, "payload": p.payload, "priority": p.priority,
+         "visible_at": when.run_at} if when.run_at is not None else
+        {"id": new_job_id(), "kind": type(p.task).KIND, "payload": p.payload, "priority": p.priority}
+        for p in prepared
+    ]
+    jobs = sql.insert_rows(models, session, rows)
+    sql.notify(session, models.names.channel, [row["kind"] for row in rows])
+    return jobs
+
+
+def _wake_workers(models: Models, new_jobs: list[JobBase]) -> None:
+    """Let the first new job of each kind carry that kind's NOTIFY in its INSERT."""
+    seen: set[str] = set()
+    for job in new_jobs:
+        kind = job.kind
+        if kind not in seen:
+            seen.add(kind)
+            job.kind = sql.notifying_kind(models.names.channel, kind)
+
+
 def enqueue_many(
     models: Models,
     registry: Registry,
@@ -135,6 +165,8 @@ def enqueue_many(
     prepared = [_prepare(registry, t, priority) for t in tasks]
     if not prepared:
         return []
+    if len(prepared) >= BULK_THRESHOLD and not when.delay and all(p.dedup_key is None for p in prepared):
+        return _insert_bulk(models, session, prepared, when)
     dedup = [p for p in prepared if p.dedup_key is not None]
     if dedup:
         sql.lock_dedup_keys(session, models.prefix, [(type(p.task).KIND, p.dedup_key or "") for p in dedup])
@@ -143,11 +175,13 @@ def enqueue_many(
         if p.job is None:
             p.job = _new_job(models, p, when)
     new_jobs = list({id(p.job): p.job for p in prepared if p.merged_into is None and p.job is not None}.values())
+    _wake_workers(models, new_jobs)
     sql.insert_jobs(session, new_jobs)
-    for p in prepared:
-        if p.merged_into is not None:
-            sql.journal_merge(models, session, p.merged_into,
-                              f"absorbed an enqueue of {type(p.task).KIND!r} with dedup key {p.dedup_key!r}")
-    sql.notify(session, models.names.channel, [type(p.task).KIND for p in prepared])
-    session.flush()
+    merged = [p for p in prepared if p.merged_into is not None]
+    for p in merged:
+        assert p.merged_into is not None
+        sql.journal_merge(models, session, p.merged_into,
+                          f"absorbed an enqueue of {type(p.task).KIND!r} with dedup key {p.dedup_key!r}")
+    if merged:
+        session.flush()
     return [p.job for p in prepared if p.job is not None]

@@ -1,13 +1,13 @@
 """Turning task payloads, carries and attachments into JSON and back.
 
-Everything is checked with ``json.dumps(..., allow_nan=False)`` before it
-reaches the session, so a bad value fails at the call that introduced it,
+Everything is checked for exact JSON round-tripping before it reaches the
+session, so a bad value fails at the call that introduced it,
 naming the field, instead of deep inside the caller's flush.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
 from marshmallow import Schema, ValidationError
@@ -15,40 +15,43 @@ from marshmallow import Schema, ValidationError
 from venturi_sa.errors import InvalidPayload
 
 
-def _first_bad_path(value: Any, path: str) -> str:
-    """The dotted path of the first value in ``value`` that JSON cannot hold."""
+_SCALARS = (str, int, type(None))  # bool is an int
+
+
+def _problem(value: Any, path: str) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first value JSON cannot hold exactly, or None.
+
+    One walk, no serialization: only dicts with string keys, lists, strings,
+    integers, booleans, None and finite floats pass.  Tuples are refused too,
+    since they come back as lists.
+    """
+    if isinstance(value, _SCALARS):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path or "<value>", f"{value!r} is not a finite number")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{path}.{key!r} (non-string key)" if path else f"{key!r} (non-string key)"
-            bad = _first_bad_path(item, f"{path}.{key}" if path else key)
-            if bad:
-                return bad
-        return ""
+                return (f"{path}.{key!r}" if path else repr(key), "keys must be strings")
+            found = _problem(item, f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
     if isinstance(value, list):
         for index, item in enumerate(value):
-            bad = _first_bad_path(item, f"{path}[{index}]")
-            if bad:
-                return bad
-        return ""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        return f"{path or '<value>'} ({exc})"
-    return ""
+            found = _problem(item, f"{path}[{index}]")
+            if found:
+                return found
+        return None
+    return (path or "<value>", f"{type(value).__name__} is not JSON (serialize it in the schema)")
 
 
 def ensure_json(value: Any, what: str) -> Any:
     """Return ``value`` if JSON can store it exactly; raise ``InvalidPayload`` naming the field."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        where = _first_bad_path(value, "") or str(exc)
-        raise InvalidPayload(f"{what} is not JSON-serializable at {where}", {where: [str(exc)]}) from None
-    # json.dumps turns non-string keys into strings: the value would not round-trip.
-    where = _first_bad_path(value, "")
-    if where:
-        raise InvalidPayload(f"{what} would change in JSON at {where}", {where: ["keys must be strings"]})
+    found = _problem(value, "")
+    if found:
+        where, reason = found
+        raise InvalidPayload(f"{what} is not JSON-serializable at {where}: {reason}", {where: [reason]})
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -64,11 +65,32 @@ def notify(session: Session, channel: str, kinds: Sequence[str]) -> None:
         session.execute(sa.select(sa.func.pg_notify(channel, kind)))
 
 
+def notifying_kind(channel: str, kind: str) -> Any:
+    """An SQL value for ``kind`` that also sends ``pg_notify(channel, kind)``.
+
+    ``(SELECT kind FROM pg_notify(channel, kind))``: the INSERT of the job
+    itself raises the wake-up, so an enqueue costs no extra round trip.  Like
+    any NOTIFY it is delivered only if the caller's transaction commits.
+    """
+    return sa.select(sa.literal(kind, sa.Text)).select_from(sa.func.pg_notify(channel, kind)).scalar_subquery()
+
+
+def insert_rows(models: Models, session: Session, rows: list[dict[str, Any]]) -> list[JobBase]:
+    """ORM bulk ``INSERT ... RETURNING`` of job rows (all with the same keys), in the caller's session.
+
+    Batched by SQLAlchemy's insertmanyvalues; returns the persistent ``Job``
+    objects in row order.
+    """
+    job = models.Job
+    result = session.scalars(sa.insert(job).returning(job, sort_by_parameter_order=True), rows)
+    return list(result.all())
+
+
 def insert_jobs(session: Session, jobs: Sequence[JobBase]) -> None:
     """Add ``jobs`` to the session and flush them as batched multi-row INSERTs."""
     session.add_all(jobs)
     session.flush()
 
 
-__all__ = ["dedup_lock_key", "insert_jobs", "journal_merge", "lock_dedup_keys", "notify",
+__all__ = ["dedup_lock_key", "insert_jobs", "journal_merge", "lock_dedup_keys", "insert_rows", "notify", "notifying_kind",
            "oldest_pending_sibling"]
