@@ -14,7 +14,6 @@ from marshmallow import Schema, ValidationError
 
 from venturi_sa.errors import InvalidPayload
 
-
 _SCALARS = (str, int, type(None))  # bool is an int
 
 
