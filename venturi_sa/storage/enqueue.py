@@ -92,5 +92,13 @@ def insert_jobs(session: Session, jobs: Sequence[JobBase]) -> None:
     session.flush()
 
 
-__all__ = ["dedup_lock_key", "insert_jobs", "journal_merge", "lock_dedup_keys", "insert_rows", "notify", "notifying_kind",
-           "oldest_pending_sibling"]
+__all__ = [
+    "dedup_lock_key",
+    "insert_jobs",
+    "insert_rows",
+    "journal_merge",
+    "lock_dedup_keys",
+    "notify",
+    "notifying_kind",
+    "oldest_pending_sibling",
+]
