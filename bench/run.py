@@ -1,0 +1,308 @@
+#!/usr/bin/env python
+"""venturi's benchmark: venturi and its peers, side by side, on a throwaway PostgreSQL.
+
+    bash bench/setup.sh                       # once: bench/.venv with the peers + venturi
+    bench/.venv/bin/python bench/run.py       # full run (~25 min): table, ratios, JSON
+    bench/.venv/bin/python bench/run.py --quick --repeats 1     # smoke run (~2 min)
+
+Starts its own PostgreSQL 15 cluster (durable: fsync and synchronous_commit
+on; the shared harness's tuning), then drives the team's shared harness
+``peerbench`` (default ``<repo>/../shared/bench``; ``--harness`` or
+``$PEERBENCH_HOME``), imported at run time, never copied.  venturi's adapter
+(``bench/venturi_adapter.py``) is registered into ``peerbench.registry`` at
+run time, in this process and in every child (children run this file with
+``_child``).  Phases: enqueue_one, enqueue_bulk, drain, latency, pgbench
+(the harness's) and claim_cost (ours).  Writes ``<out>/<stamp>/``:
+``results.jsonl`` (every measurement), ``summary.md`` (tables) and
+``venturi.json`` (ratios of venturi against each peer and the issue-4 targets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+ADAPTER_PATH = "venturi_adapter:VenturiSaAdapter"
+DEFAULT_SYSTEMS = "venturi_sa,raw_psycopg2,sqlalchemy_orm,pgqueuer,procrastinate,beanqueue"
+DEFAULT_PHASES = "enqueue_one,enqueue_bulk,drain,latency,pgbench,claim_cost"
+DEFAULT_PROFILES = "default,tuned,tuned_p2,single_p1,single_p2,batch100_p1,batch100_p2"
+# Durable cluster; the rest is the shared harness's RESULTS.md tuning.
+PG_SETTINGS = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+    "shared_buffers": "512MB",
+    "work_mem": "16MB",
+    "maintenance_work_mem": "256MB",
+    "effective_cache_size": "4GB",
+    "max_wal_size": "4GB",
+    "checkpoint_timeout": "15min",
+    "wal_level": "replica",
+    "max_connections": "300",
+}
+
+
+def find_harness(explicit: str | None = None) -> Path:
+    """The shared harness dir: ``explicit``, ``$PEERBENCH_HOME`` or ``<repo>/../shared/bench``."""
+    path = Path(explicit or os.environ.get("PEERBENCH_HOME") or REPO.parent / "shared" / "bench").resolve()
+    if not (path / "peerbench" / "orchestrator.py").exists():
+        raise SystemExit(f"peerbench harness not found at {path} (pass --harness or set PEERBENCH_HOME)")
+    return path
+
+
+def load_harness(path: Path) -> None:
+    """Import ``peerbench`` from ``path`` and register venturi's adapter (this process only)."""
+    sys.dont_write_bytecode = True  # the shared harness is read-only: leave no __pycache__ there
+    for p in (str(BENCH_DIR), str(path)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    from peerbench import registry
+
+    registry.ADAPTERS["venturi_sa"] = ADAPTER_PATH
+
+
+def child_main(argv: list[str]) -> None:
+    """Entry of the harness's subprocesses: register, then delegate to ``peerbench.child``."""
+    load_harness(find_harness())
+    from peerbench import child
+
+    child.main(argv)
+
+
+# ------------------------------------------------------------------------------ ratios
+def _median(values: list[float]) -> float | None:
+    import statistics
+
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _by_key(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str | None], dict[int, dict[str, Any]]]:
+    out: dict[tuple[str, str, str | None], dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("value") is not None and r["phase"] != "claim_cost":
+            out.setdefault((r["phase"], r["system"], r["profile"]), {})[r["run"]] = r
+    return out
+
+
+def _ratio(a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]], field: str = "value") -> float | None:
+    """Median over runs of a/b, same-run pairs only."""
+    return _median([a[r][field] / b[r][field] for r in a if r in b and b[r][field]])
+
+
+def ratio_tables(rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """venturi vs every other (system, profile) per phase; same-run ratios, medians."""
+    keys = _by_key(rows)
+    lines: list[str] = ["## venturi vs each peer (same-run ratios, median over runs)\n"]
+    data: dict[str, Any] = {}
+    for phase, field, better in (("enqueue_one", "value", "higher"), ("enqueue_bulk", "value", "higher"),
+                                 ("drain", "value", "higher"), ("latency", "p50", "lower")):
+        mine = sorted(k for k in keys if k[0] == phase and k[1] == "venturi_sa")
+        peers = sorted((k for k in keys if k[0] == phase and k[1] != "venturi_sa"),
+                       key=lambda k: -(_median([v[field] for v in keys[k].values()]) or 0))
+        if not mine or not peers:
+            continue
+        unit = "ms, p50" if phase == "latency" else "jobs/s"
+        lines.append(f"### {phase}: venturi ÷ peer ({unit}; {better} is better for venturi's value)\n")
+        head = ["peer", "peer median"]
+        head += [f"venturi/{k[2] or '-'} = {_median([v[field] for v in keys[k].values()]):,.1f}" for k in mine]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for pk in peers:
+            pmed = _median([v[field] for v in keys[pk].values()])
+            cells = [f"{pk[1]}/{pk[2] or '-'}", f"{pmed:,.1f}" if pmed is not None else "—"]
+            for mk in mine:
+                r = _ratio(keys[mk], keys[pk], field)
+                cells.append(f"{r:.2f}×" if r is not None else "—")
+                data.setdefault(phase, {}).setdefault(mk[2] or "-", {})[f"{pk[1]}/{pk[2] or '-'}"] = r
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines), data
+
+
+def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Issue 4's targets, evaluated on this run."""
+    keys = _by_key(rows)
+
+    def k(phase: str, system: str, profile: str | None = None) -> dict[int, dict[str, Any]]:
+        return keys.get((phase, system, profile), {})
+
+    def best_p1(phase: str) -> tuple[str, dict[int, dict[str, Any]]]:
+        cands = [(p, k(phase, "venturi_sa", p)) for p in ("default", "tuned") if k(phase, "venturi_sa", p)]
+        if not cands:
+            return "-", {}
+        return max(cands, key=lambda c: _median([v["value"] for v in c[1].values()]) or 0)
+
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, goal: str, ok: bool | None, detail: str = "") -> None:
+        out.append({"target": name, "value": value, "goal": goal, "met": ok, "detail": detail})
+
+    prof, best = best_p1("drain")
+    r = _ratio(best, k("drain", "pgqueuer", "tuned"))
+    add(f"drain venturi/{prof} ÷ PgQueuer tuned", r, "≥ 1.0 (stretch 1.5)", None if r is None else r >= 1.0)
+    r = _ratio(best, k("drain", "raw_psycopg2", "batch100_p1"))
+    add(f"drain venturi/{prof} ÷ raw batch100_p1", r, "≥ 0.60", None if r is None else r >= 0.6)
+    r = _ratio(k("drain", "venturi_sa", "tuned_p2"), k("drain", "raw_psycopg2", "batch100_p2"))
+    add("drain venturi/tuned_p2 ÷ raw batch100_p2", r, "≥ 0.60", None if r is None else r >= 0.6)
+    r = _ratio(k("enqueue_bulk", "venturi_sa"), k("enqueue_bulk", "raw_psycopg2"))
+    add("enqueue_bulk venturi ÷ raw psycopg2", r, "≥ 1.0", None if r is None else r >= 1.0)
+    r = _ratio(k("enqueue_bulk", "venturi_sa"), k("enqueue_bulk", "pgqueuer"))
+    add("enqueue_bulk venturi ÷ PgQueuer (stretch)", r, "≥ 1.0", None if r is None else r >= 1.0)
+    r = _ratio(k("enqueue_one", "sqlalchemy_orm"), k("enqueue_one", "venturi_sa"))
+    add("enqueue_one time/job venturi ÷ plain ORM session.add+commit", r, "≤ 1.15",
+        None if r is None else r <= 1.15)
+    lat = k("latency", "venturi_sa", "default")
+    p50 = _median([v["p50"] for v in lat.values()])
+    p99 = _median([v["p99"] for v in lat.values()])
+    add("wake-up latency p50, ms", p50, "≤ 1.5", None if p50 is None else p50 <= 1.5)
+    add("wake-up latency p99, ms", p99, "≤ 5", None if p99 is None else p99 <= 5.0)
+    peer_p50 = {f"{s}/{p}": _median([v["p50"] for v in vals.values()])
+                for (ph, s, p), vals in keys.items() if ph == "latency" and s != "venturi_sa"}
+    if p50 is not None and peer_p50:
+        best_peer = min(peer_p50.items(), key=lambda kv: kv[1] or 1e9)
+        add("wake-up p50 below every peer's", p50, f"< {best_peer[0]} {best_peer[1]:.1f}",
+            p50 < (best_peer[1] or 0))
+    for limit in (1, 100):
+        sel = sorted((r for r in claim_rows if r["limit"] == limit), key=lambda r: r["terminal_rows"])
+        if len(sel) >= 2:
+            small = _median([r["value"] for r in sel if r["terminal_rows"] == sel[0]["terminal_rows"]])
+            big = _median([r["value"] for r in sel if r["terminal_rows"] == sel[-1]["terminal_rows"]])
+            r = big / small if small else None
+            add(f"claim {limit}: time at {sel[-1]['terminal_rows']:,} ÷ at {sel[0]['terminal_rows']:,} "
+                "terminal rows", r, "≤ 1.20", None if r is None else r <= 1.2)
+    lines = ["## issue-4 targets (this run)\n", "| target | value | goal | met |", "|---|---|---|---|"]
+    for t in out:
+        v = "—" if t["value"] is None else f"{t['value']:.2f}"
+        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} |")
+    return "\n".join(lines) + "\n", out
+
+
+# ------------------------------------------------------------------------------ main
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/run.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--harness", help="peerbench dir (default $PEERBENCH_HOME or <repo>/../shared/bench)")
+    p.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="results root (default bench/results)")
+    p.add_argument("--systems", default=DEFAULT_SYSTEMS)
+    p.add_argument("--phases", default=DEFAULT_PHASES)
+    p.add_argument("--profiles", default=DEFAULT_PROFILES, help="drain profiles to run ('all' = every profile)")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, to smoke-test the adapters")
+    p.add_argument("--n-one", type=int)
+    p.add_argument("--n-bulk", type=int)
+    p.add_argument("--n-drain", type=int)
+    p.add_argument("--n-latency", type=int)
+    p.add_argument("--drain-timeout-s", type=float, default=150.0)
+    p.add_argument("--claim-sizes", default="10000,100000,1000000", help="completed rows per claim_cost step")
+    p.add_argument("--claim-pending", type=int, default=5000)
+    p.add_argument("--claim-samples", type=int, default=50)
+    p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
+    p.add_argument("--port", type=int, help="use an existing server (superuser, trust auth) on this port")
+    p.add_argument("--user", default="postgres")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["_child"]:
+        child_main(argv[1:])
+        return 0
+    a = parse(argv)
+    harness = find_harness(a.harness)
+    load_harness(harness)
+    # Children (this file with `_child`) find the harness, our adapter and pgbench through the env.
+    os.environ["PEERBENCH_HOME"] = str(harness)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(BENCH_DIR), str(harness), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+    cluster = None
+    port = a.port
+    if port is None:
+        from venturi_sa.throwaway import ThrowawayCluster
+
+        cluster = ThrowawayCluster(PG_SETTINGS).start()
+        port = cluster.port
+        os.environ.setdefault("PG_BIN", str(cluster.bin_dir))
+        print(f"throwaway PostgreSQL on 127.0.0.1:{port} ({cluster.data_dir})", file=sys.stderr)
+    try:
+        return _run(a, port)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _run(a: argparse.Namespace, port: int) -> int:
+    from peerbench import orchestrator, report
+
+    orchestrator.PEERS = Path(__file__).resolve()  # children: `python bench/run.py _child ...`
+    phases = a.phases.split(",")
+    harness_phases = tuple(p for p in phases if p != "claim_cost")
+    cfg = orchestrator.Config(host=a.host, port=port, user=a.user, systems=tuple(a.systems.split(",")),
+                              phases=harness_phases, repeats=a.repeats, drain_timeout_s=a.drain_timeout_s,
+                              profiles=None if a.profiles == "all" else tuple(a.profiles.split(",")),
+                              out_dir=a.out)
+    claim_sizes = [int(s) for s in a.claim_sizes.split(",")]
+    if a.quick:
+        cfg = dataclasses.replace(cfg, n_one=200, n_bulk=2000, n_drain=1000, n_latency=20,
+                                  pgbench_seconds=3, pgbench_scale=1, drain_timeout_s=60)
+        claim_sizes = [min(s, 20_000) for s in claim_sizes]
+    overrides = {f: getattr(a, f) for f in ("n_one", "n_bulk", "n_drain", "n_latency") if getattr(a, f)}
+    cfg = dataclasses.replace(cfg, **overrides)
+
+    runner = orchestrator.Runner(cfg)
+    rows = runner.run() if harness_phases else []
+    claim_rows: list[dict[str, Any]] = []
+    if "claim_cost" in phases:
+        import claimcost
+
+        def record(**row: Any) -> None:
+            runner.record(run=1, **row)
+
+        try:
+            claim_rows = claimcost.run(cfg.dsn("postgres"), cfg.dsn("pb_venturi_sa_claimcost"),
+                                       sorted(set(claim_sizes)), a.claim_pending, a.claim_samples,
+                                       record, orchestrator.log)
+        except Exception as exc:  # noqa: BLE001 - keep the harness's results
+            orchestrator.log(f"  !! claim_cost failed: {exc}")
+            runner.record(run=1, phase="claim_cost", system="venturi_sa", profile=None, value=None,
+                          unit=None, error=str(exc)[-2000:])
+
+    text = report.summarize([r for r in rows if r["phase"] != "claim_cost"]) if rows else ""
+    ratios_md, ratios = ratio_tables(rows)
+    if claim_rows:
+        import claimcost
+
+        text += "\n" + claimcost.table(claim_rows)
+    targets_md, target_list = targets(rows, claim_rows)
+    versions = report.versions(cfg.systems)
+    text += "\n" + ratios_md + "\n" + targets_md
+    text += "\n### versions\n\n" + "\n".join(f"- {k} {v}" for k, v in versions.items()) + "\n"
+    (runner.run_dir / "summary.md").write_text(text)
+    summary = {
+        "stamp": runner.stamp, "config": dataclasses.asdict(cfg), "pg_settings": PG_SETTINGS,
+        "python": sys.version.split()[0], "versions": versions, "ratios": ratios, "targets": target_list,
+        "claim_cost": [{k: v for k, v in r.items() if k != "plan"} for r in claim_rows],
+        "errors": [r for r in runner.results if r.get("value") is None],
+    }
+    (runner.run_dir / "venturi.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(text)
+    print(f"results: {runner.run_dir}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    code = main(sys.argv[1:])
+    if sys.argv[1:2] != ["_child"]:
+        print(f"done in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    sys.exit(code)
