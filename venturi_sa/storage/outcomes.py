@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
 from venturi_sa.states import OUTCOME_STATUS, Status
-from venturi_sa.storage.params import Fence, FinishParams
+from venturi_sa.storage.params import Fence, FinishParams, Runner
 
 
 def fence_clause(models: Models, fence: Fence) -> Any:
@@ -155,7 +155,7 @@ def _finish_many_statement(models: Models) -> Any:
     return stmt
 
 
-def finish_many(models: Models, session: Session, batch: Sequence[FinishParams]) -> set[str]:
+def finish_many(models: Models, session: Runner, batch: Sequence[FinishParams]) -> set[str]:
     """Write many runs' outcomes with one fenced UPDATE and one journal INSERT.
 
     Returns the ids whose fence still matched; only those get a journal row.
@@ -166,5 +166,5 @@ def finish_many(models: Models, session: Session, batch: Sequence[FinishParams])
     done = set(session.execute(_finish_many_statement(models), _batch_columns(batch)).scalars())
     entries = [journal_row(p) for p in batch if p.fence.job_id in done]
     if entries:
-        session.execute(sa.insert(models.JournalEntry), entries)
+        session.execute(sa.insert(models.journal_table), entries)
     return done

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
 from venturi_sa.states import Outcome
+
+Runner = Session | Connection
+"""Where a storage verb runs: an ORM Session or a Core Connection, inside the caller's transaction."""
 
 
 @dataclass(frozen=True, kw_only=True)

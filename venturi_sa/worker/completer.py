@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -88,12 +89,12 @@ class Batcher(threading.Thread):
     run after its batch committed (or failed).
     """
 
-    def __init__(self, models: Models, open_session: Callable[[], Session],
+    def __init__(self, models: Models, engine: sa.Engine,
                  done: Callable[[Run, bool], None], flush_interval: float = 0.005,
                  max_batch: int = 200) -> None:
         super().__init__(name=f"venturi-completer-{models.prefix}", daemon=True)
         self.models = models
-        self.open_session = open_session
+        self.engine = engine
         self.done = done
         self.flush_interval = flush_interval
         self.max_batch = max_batch
@@ -139,8 +140,8 @@ class Batcher(threading.Thread):
     def _write(self, batch: list[Run]) -> None:
         recorded: set[str] = set()
         try:
-            with self.open_session() as session, session.begin():
-                recorded = finish_many(self.models, session, [run.params for run in batch if run.params])
+            with self.engine.begin() as conn:
+                recorded = finish_many(self.models, conn, [run.params for run in batch if run.params])
         except SQLAlchemyError as exc:
             logger.error("could not record %d outcomes: %s; their leases will expire and the jobs "
                          "will be recovered", len(batch), exc)

@@ -154,8 +154,8 @@ class Worker:
         state = "none"
         for kinds, limit in self._claim_groups():
             try:
-                with self._sessions() as session, session.begin():
-                    jobs = claims.claim(self.models, session, self._claim_params(kinds, limit))
+                with self.engine.begin() as conn:  # committed before any handler runs
+                    jobs = claims.claim(self.models, conn, self._claim_params(kinds, limit))
             except SQLAlchemyError as exc:
                 logger.error("claim failed: %s", exc)
                 self._stopping.wait(min(self.poll_interval, 1.0))
@@ -197,8 +197,8 @@ class Worker:
         if not full:
             self._emit("idle", {})
             try:
-                with self._sessions() as session:
-                    soonest = claims.seconds_until_visible(self.models, session, self.kinds)
+                with self.engine.connect() as conn:
+                    soonest = claims.seconds_until_visible(self.models, conn, self.kinds)
                 if soonest is not None:
                     timeout = min(timeout, soonest + 0.005)
             except SQLAlchemyError as exc:
@@ -279,7 +279,7 @@ class Worker:
         for thread in self._threads:
             thread.start()
         if self.batch_outcomes:
-            self.batcher = Batcher(self.models, self._sessions, self._finished)
+            self.batcher = Batcher(self.models, self.engine, self._finished)
             self.batcher.start()
         shortest = min((self._tasks[k].lease for k in self.kinds), default=timedelta(seconds=60))
         self.keeper = LeaseKeeper(
