@@ -27,7 +27,7 @@ _STATEMENTS: dict[tuple[Any, ...], Any] = {}
 # crash only returns its jobs to ``pending``; every outcome commit is
 # synchronous and flushes the WAL (claim records included) first, and a run
 # whose claim was lost finds its fence broken and commits nothing.
-_RELAX_COMMIT = sa.literal_column("set_config('synchronous_commit', 'off', true)").label("relaxed_commit")
+_RELAX_COMMIT: Any = sa.literal_column("set_config('synchronous_commit', 'off', true)").label("relaxed_commit")
 
 
 def claim_statement(models: Models, params: ClaimParams) -> Any:

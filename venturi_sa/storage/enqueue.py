@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from venturi_sa.models import JobBase, Models
@@ -75,15 +77,53 @@ def notifying_kind(channel: str, kind: str) -> Any:
     return sa.select(sa.literal(kind, sa.Text)).select_from(sa.func.pg_notify(channel, kind)).scalar_subquery()
 
 
-def insert_rows(models: Models, session: Session, rows: list[dict[str, Any]]) -> list[JobBase]:
-    """ORM bulk ``INSERT ... RETURNING`` of job rows (all with the same keys), in the caller's session.
+_BULK_INSERTS: dict[tuple[str, int], Any] = {}
 
-    Batched by SQLAlchemy's insertmanyvalues; returns the persistent ``Job``
-    objects in row order.
+
+def _text_array(name: str, element: Any) -> Any:
+    return sa.cast(sa.bindparam(name, type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(element))
+
+
+def _bulk_insert_statement(models: Models) -> Any:
+    """``INSERT ... SELECT FROM unnest(arrays) RETURNING *`` loaded as ``Job`` objects.
+
+    Four array parameters whatever the batch size: the statement text never
+    changes, so it is compiled once and each batch is one round trip.
     """
-    job = models.Job
-    result = session.scalars(sa.insert(job).returning(job, sort_by_parameter_order=True), rows)
-    return list(result.all())
+    key = (models.prefix, id(models.Job))
+    if key not in _BULK_INSERTS:
+        table = models.jobs_table
+        rows = sa.func.unnest(
+            _text_array("b_ids", sa.Text), _text_array("b_kinds", sa.Text),
+            _text_array("b_payloads", postgresql.JSONB), _text_array("b_priorities", sa.SmallInteger),
+            _text_array("b_visible", sa.DateTime(timezone=True)),
+        ).table_valued("id", "kind", "payload", "priority", "visible_at").render_derived(name="new_job")
+        source = sa.select(
+            rows.c.id, rows.c.kind, rows.c.payload, rows.c.priority, sa.literal(Status.PENDING.value),
+            sa.func.now(), sa.func.coalesce(rows.c.visible_at, sa.func.now()),
+        )
+        columns = ["id", "kind", "payload", "priority", "status", "created_at", "visible_at"]
+        insert = sa.insert(table).from_select(columns, source).returning(*table.c)
+        _BULK_INSERTS[key] = sa.select(models.Job).from_statement(insert)
+    return _BULK_INSERTS[key]
+
+
+def insert_rows(models: Models, session: Session, rows: list[dict[str, Any]]) -> list[JobBase]:
+    """Insert many plain jobs in one round trip; returns them as ``Job`` objects of ``session``.
+
+    Each row has ``id``, ``kind``, ``payload`` (JSON-ready), ``priority`` and
+    optionally ``visible_at`` (an aware datetime); the rest take their
+    defaults, with ``created_at``/``visible_at`` from the database clock.
+    """
+    params = {
+        "b_ids": [row["id"] for row in rows],
+        "b_kinds": [row["kind"] for row in rows],
+        "b_payloads": [json.dumps(row["payload"]) for row in rows],
+        "b_priorities": [str(row["priority"]) for row in rows],
+        "b_visible": [row["visible_at"].isoformat() if row.get("visible_at") else None for row in rows],
+    }
+    by_id = {job.id: job for job in session.scalars(_bulk_insert_statement(models), params)}
+    return [by_id[row["id"]] for row in rows]
 
 
 def insert_jobs(session: Session, jobs: Sequence[JobBase]) -> None:
