@@ -9,11 +9,5 @@
 # e.g. `bash scripts/quickstart.sh --dsn postgresql://me@localhost/mydb`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps .
-.venv/bin/python -m pip install --quiet --disable-pip-version-check .
+source scripts/venv.sh ""
 exec .venv/bin/venturi quickstart "$@"

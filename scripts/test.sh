@@ -8,12 +8,7 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/unit -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps .
-.venv/bin/python -m pip install --quiet --disable-pip-version-check '.[test]'
-# Run from tests/ so the installed package, not the source tree, is imported.
+source scripts/venv.sh "[test]"
+# The pytest script (unlike `python -m pytest`) keeps the source tree off
+# sys.path, so the tests import the installed package.
 exec .venv/bin/pytest -c "$PWD/setup.cfg" --rootdir "$PWD" "$@"
