@@ -116,7 +116,8 @@ def _decide(models: Models, session: Session, prepared: list[_Prepared], when: W
 BULK_THRESHOLD = 2
 
 
-def _insert_bulk(models: Models, session: Session, prepared: list[_Prepared], when: When) -> list[JobBase]:
+def _insert_bulk(models: Models, session: Session, prepared: list[_Prepared], when: When,
+                 notify: bool) -> list[JobBase]:
     """Many plain jobs: one batched ``INSERT ... RETURNING`` and one NOTIFY per kind.
 
     Uses the ORM's bulk INSERT, which skips the unit of work but still returns
@@ -129,7 +130,8 @@ def _insert_bulk(models: Models, session: Session, prepared: list[_Prepared], wh
         for p in prepared
     ]
     jobs = sql.insert_rows(models, session, rows)
-    sql.notify(session, models.names.channel, [row["kind"] for row in rows])
+    if notify:
+        sql.notify(session, models.names.channel, [row["kind"] for row in rows])
     return jobs
 
 
@@ -152,6 +154,7 @@ def enqueue_many(
     priority: int | None = None,
     delay: timedelta | None = None,
     run_at: datetime | None = None,
+    notify: bool = True,
 ) -> list[JobBase]:
     """Add ``tasks`` to ``session`` as jobs and flush; return the job of each task.
 
@@ -166,7 +169,7 @@ def enqueue_many(
     if not prepared:
         return []
     if len(prepared) >= BULK_THRESHOLD and not when.delay and all(p.dedup_key is None for p in prepared):
-        return _insert_bulk(models, session, prepared, when)
+        return _insert_bulk(models, session, prepared, when, notify)
     dedup = [p for p in prepared if p.dedup_key is not None]
     if dedup:
         sql.lock_dedup_keys(session, models.prefix, [(type(p.task).KIND, p.dedup_key or "") for p in dedup])
@@ -175,7 +178,8 @@ def enqueue_many(
         if p.job is None:
             p.job = _new_job(models, p, when)
     new_jobs = list({id(p.job): p.job for p in prepared if p.merged_into is None and p.job is not None}.values())
-    _wake_workers(models, new_jobs)
+    if notify:
+        _wake_workers(models, new_jobs)
     sql.insert_jobs(session, new_jobs)
     merged = [p for p in prepared if p.merged_into is not None]
     for p in merged:

@@ -60,3 +60,27 @@ def test_bulk_rollback_leaves_nothing(engine, models) -> None:  # type: ignore[n
         session.rollback()
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(models.jobs_table)).scalar() == 0
+
+
+def test_notify_false_sends_no_notification(engine, models, pg_url: str) -> None:  # type: ignore[no-untyped-def]
+    import select
+
+    raw = engine.raw_connection()
+    raw.detach()
+    listener = raw.dbapi_connection
+    listener.autocommit = True
+    listener.cursor().execute(f'LISTEN "{models.names.channel}"')
+    try:
+        for notify, expected in ((False, 0), (True, 1)):
+            queue = v.Queue(models, [Item], notify=notify)
+            with Session(engine) as session:
+                queue.enqueue(session, Item(n=1))
+                queue.enqueue_many(session, [Item(n=2), Item(n=3)])
+                session.commit()
+            select.select([listener], [], [], 1.0 if expected else 0.3)
+            listener.poll()
+            kinds = {n.payload for n in listener.notifies}
+            listener.notifies.clear()
+            assert len(kinds) == expected, (notify, kinds)
+    finally:
+        listener.close()
