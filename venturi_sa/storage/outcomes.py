@@ -85,6 +85,7 @@ def finish(models: Models, session: Session, params: FinishParams) -> bool:
 # batch size, so SQLAlchemy compiles it once and PostgreSQL sees one shape.
 _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("id", sa.Text),
+    ("kind", sa.Text),
     ("claimed_by", sa.Text),
     ("run_count", sa.Integer),
     ("status", sa.Text),
@@ -94,8 +95,15 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("failure_inc", sa.Integer),
     ("save_carry", sa.Boolean),
     ("carry", postgresql.JSONB),
+    ("outcome", sa.Text),
+    ("note", sa.Text),
+    ("attachment", postgresql.JSONB),
 )
 _STATEMENTS: dict[tuple[str, int], Any] = {}
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
 
 
 def _batch_columns(batch: Sequence[FinishParams]) -> dict[str, list[Any]]:
@@ -103,39 +111,51 @@ def _batch_columns(batch: Sequence[FinishParams]) -> dict[str, list[Any]]:
     for p in batch:
         status = OUTCOME_STATUS[p.outcome]
         columns["v_id"].append(p.fence.job_id)
+        columns["v_kind"].append(p.fence.kind)
         columns["v_claimed_by"].append(p.fence.claimed_by)
         columns["v_run_count"].append(p.fence.run_count)
         columns["v_status"].append(status.value)
         columns["v_finished"].append(status.terminal)
-        columns["v_visible_at"].append(p.visible_at)
+        columns["v_visible_at"].append(p.visible_at.isoformat() if p.visible_at else None)
         columns["v_delay"].append(p.delay or timedelta(0))
         columns["v_failure_inc"].append(1 if p.failure else 0)
         columns["v_save_carry"].append(p.save_carry)
         columns["v_carry"].append(json.dumps(p.carry) if p.save_carry else None)
+        columns["v_outcome"].append(p.outcome.value)
+        columns["v_note"].append(p.note)
+        columns["v_attachment"].append(_json_or_none(p.attachment))
     return columns
 
 
-def _finish_many_statement(models: Models) -> Any:
-    key = (models.prefix, id(models.Job))
-    if key in _STATEMENTS:
-        return _STATEMENTS[key]
-    job = models.Job
+def _outcome_rows() -> Any:
     arrays = [
-        sa.cast(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(sa.Text if name == "carry" else type_)),
+        sa.cast(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(sa.Text if name in _AS_TEXT else type_)),
                 postgresql.ARRAY(type_))
         for name, type_ in _BATCH_COLUMNS
     ]
-    rows = sa.func.unnest(*arrays).table_valued(*(name for name, _ in _BATCH_COLUMNS)).render_derived(
+    return sa.func.unnest(*arrays).table_valued(*(name for name, _ in _BATCH_COLUMNS)).render_derived(
         name="outcome", with_types=False)
+
+
+_AS_TEXT = {"carry", "attachment", "visible_at"}
+
+
+def _finish_many_statement(models: Models) -> Any:
+    """``WITH done AS (fenced UPDATE ... RETURNING id) INSERT INTO journal ... RETURNING job_id``.
+
+    One round trip writes every row and, for the rows whose fence held, their
+    journal entries.
+    """
+    key = (models.prefix, id(models.Job))
+    if key in _STATEMENTS:
+        return _STATEMENTS[key]
+    job, journal = models.jobs_table.c, models.journal_table
+    rows = _outcome_rows()
     now = sa.func.clock_timestamp()
-    stmt = (
-        sa.update(job)
-        .where(
-            job.id == rows.c.id,
-            job.status == Status.CLAIMED.value,
-            job.claimed_by == rows.c.claimed_by,
-            job.run_count == rows.c.run_count,
-        )
+    done = (
+        sa.update(models.jobs_table)
+        .where(job.id == rows.c.id, job.status == Status.CLAIMED.value,
+               job.claimed_by == rows.c.claimed_by, job.run_count == rows.c.run_count)
         .values(
             status=rows.c.status,
             claimed_by=None,
@@ -149,22 +169,28 @@ def _finish_many_statement(models: Models) -> Any:
             carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
         )
         .returning(job.id)
-        .execution_options(synchronize_session=False)
+        .cte("done")
+    )
+    entries = _outcome_rows()
+    source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now, entries.c.outcome,
+                       entries.c.note, entries.c.attachment).join_from(entries, done, done.c.id == entries.c.id)
+    stmt = (
+        sa.insert(journal)
+        .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"], source)
+        .returning(journal.c.job_id)
+        .add_cte(done)
     )
     _STATEMENTS[key] = stmt
     return stmt
 
 
 def finish_many(models: Models, session: Runner, batch: Sequence[FinishParams]) -> set[str]:
-    """Write many runs' outcomes with one fenced UPDATE and one journal INSERT.
+    """Write many runs' outcomes and their journal rows in one statement.
 
-    Returns the ids whose fence still matched; only those get a journal row.
-    Runs whose lease was lost are left untouched.  The caller commits.
+    Returns the ids whose fence still matched; only those rows change and get
+    a journal entry.  Runs whose lease was lost are left untouched.  The
+    caller commits.
     """
     if not batch:
         return set()
-    done = set(session.execute(_finish_many_statement(models), _batch_columns(batch)).scalars())
-    entries = [journal_row(p) for p in batch if p.fence.job_id in done]
-    if entries:
-        session.execute(sa.insert(models.journal_table), entries)
-    return done
+    return set(session.execute(_finish_many_statement(models), _batch_columns(batch)).scalars())

@@ -74,6 +74,7 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self.batch_size = max(1, batch_size)
+        self._refill = max(1, min(self.batch_size, concurrency) // 2)
         self.listen = listen
         self.grace = grace
         self.recover_interval = recover_interval
@@ -243,13 +244,23 @@ class Worker:
                     self._finished(run, recorded)
 
     def _slot_free(self, run: Run) -> None:
-        """The handler is done: its slot (and kind cap) can take another job."""
+        """The handler is done: its slot (and kind cap) can take another job.
+
+        The producer is woken once enough slots are free for a worthwhile
+        batch (half a batch), when the worker runs dry, or when a capped kind
+        has room again, not for every finished job: one claim round trip
+        then fills many slots.
+        """
         with self._lock:
-            if not run.slot_freed:
-                run.slot_freed = True
-                self._running[run.job.kind] -= 1
-                self._busy -= 1
-        self._wake.set()
+            if run.slot_freed:
+                return
+            run.slot_freed = True
+            self._running[run.job.kind] -= 1
+            self._busy -= 1
+            free = self.concurrency - self._busy
+        capped = run.job.kind in self._tasks and self._tasks[run.job.kind].concurrency is not None
+        if free >= self._refill or free == self.concurrency or capped:
+            self._wake.set()
 
     def _finished(self, run: Run, recorded: bool = True) -> None:
         """The outcome is persisted (or given up on): the run leaves the worker."""
@@ -259,7 +270,8 @@ class Worker:
         outcome = run.params.outcome.value if run.params else None
         self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome,
                                 "recorded": recorded, "duration": run.duration, "queue": self.models.prefix})
-        self._wake.set()
+        if not self._inflight:
+            self._wake.set()  # run_until_idle and shutdown wait for the last outcome
 
     def _held(self) -> dict[timedelta, list[tuple[str, int]]]:
         by_lease: dict[timedelta, list[tuple[str, int]]] = {}
