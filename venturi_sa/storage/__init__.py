@@ -1,7 +1,9 @@
 """The storage seam: every SQL statement venturi runs lives in this package.
 
-:class:`~venturi_sa.storage.backend.Backend` is the protocol (one verb per
-state transition, each taking one frozen params object);
-:class:`~venturi_sa.storage.adapter.SqlAlchemyBackend` is the default adapter
-over the seed schema.  Nothing outside this package builds queries.
+One module per responsibility (``claim``, ``outcomes``, ``leases``,
+``enqueue``, ``history``, ``stats``, ``cleanup``, ``admin``); each verb takes
+the queue's :class:`~venturi_sa.models.Models`, a Session or Connection in
+the caller's transaction, and one frozen params object from
+:mod:`~venturi_sa.storage.params`.  Nothing outside this package builds
+queries, so a second storage adapter would replace exactly these modules.
 """
