@@ -9,7 +9,7 @@ validated before anything is added, so a bad task leaves the session as it was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -63,7 +63,6 @@ class _Prepared:
     dedup_key: str | None
     job: JobBase | None = None
     merged_into: JobBase | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from marshmallow import Schema
 
 from venturi_sa import payloads
-from venturi_sa.errors import InvalidOption, InvalidPayload
+from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
 from venturi_sa.outcomes import Coalesce, MergeDecision, RunOutcome
 
 if TYPE_CHECKING:
@@ -192,8 +192,6 @@ class Registry:
             self.register(task_type)
 
     def register(self, task_type: type[Task]) -> type[Task]:
-        from venturi_sa.errors import DuplicateKind
-
         if not (isinstance(task_type, type) and issubclass(task_type, Task)) or "KIND" not in vars(task_type):
             raise InvalidOption(f"{task_type!r} is not a Task subclass with a KIND")
         kind = task_type.KIND
@@ -206,8 +204,6 @@ class Registry:
         return task_type
 
     def get(self, kind: str) -> type[Task]:
-        from venturi_sa.errors import UnknownKind
-
         try:
             return self._tasks[kind]
         except KeyError:

@@ -98,8 +98,3 @@ class RecoveredJob:
     run_count: int
     dead: bool
     claimed_by: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SoonestParams:
-    kinds: Sequence[str]

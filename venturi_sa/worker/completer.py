@@ -33,7 +33,6 @@ class Completer:
     def __init__(self, models: Models, open_session: Callable[[], Session]) -> None:
         self.models = models
         self.open_session = open_session
-        self.lost: list[str] = []
 
     def persist(self, run: Run) -> bool:
         """Write ``run.params``; returns True if the outcome was recorded."""
@@ -61,7 +60,6 @@ class Completer:
             with session:
                 if not finish(self.models, session, params):
                     session.rollback()
-                    self.lost.append(run.job.id)
                     run.ctx.log.warning(
                         "lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) "
                         "and session work were rolled back",
