@@ -82,8 +82,8 @@ class Batcher(threading.Thread):
     """Writes the outcomes of runs that did not use ``ctx.session`` in batches.
 
     Outcomes are collected for at most ``flush_interval`` seconds or
-    ``max_batch`` runs, then written with one fenced UPDATE and one journal
-    INSERT in one transaction.  ``done(run, recorded)`` is called for every
+    ``max_batch`` runs, then written by one statement (a fenced UPDATE feeding
+    the journal INSERT) in one transaction.  ``done(run, recorded)`` is called for every
     run after its batch committed (or failed).
     """
 
