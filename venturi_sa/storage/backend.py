@@ -1,0 +1,129 @@
+"""The storage seam: one :class:`Backend` protocol, one verb per state transition.
+
+Every verb takes a *runner* (an ORM ``Session`` or a Core ``Connection`` in
+the caller's transaction; the verb never commits) and one frozen keyword-only
+params object, and returns plain data (or, for enqueue, the ``Job`` objects
+the caller's session owns).  :class:`SqlAlchemyBackend` is the only
+implementation for now; its SQL lives in the modules beside this one.  The
+conformance suite (``tests/conformance``) runs against the protocol, so a
+second implementation is held to the same behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.models import JobBase, Models
+from venturi_sa.storage import admin, cleanup, claim, enqueue, history, leases, outcomes, stats
+from venturi_sa.storage.params import (
+    ClaimedJob,
+    ClaimParams,
+    Fence,
+    FinishManyParams,
+    RecoveredJob,
+    RecoverParams,
+    RenewParams,
+    RenewResult,
+    Runner,
+    SoonestParams,
+)
+
+
+class Backend(Protocol):
+    """What the queue needs from its storage.  Nothing here commits."""
+
+    models: Models
+
+    # -- the worker's verbs ---------------------------------------------------------
+    def claim(self, runner: Runner, params: ClaimParams) -> list[ClaimedJob]:
+        """Claim up to ``params.limit`` eligible jobs (SKIP LOCKED), in claim order."""
+
+    def finish_many(self, runner: Runner, params: FinishManyParams) -> set[Fence]:
+        """Write each run's fenced outcome and journal row; returns the fences that held."""
+
+    def renew(self, runner: Runner, params: RenewParams) -> RenewResult:
+        """Extend held leases without waiting on row locks; says which runs lost theirs."""
+
+    def recover(self, runner: Runner, params: RecoverParams) -> list[RecoveredJob]:
+        """Return expired claims of known kinds to ``pending`` (``dead`` at the backstop)."""
+
+    def soonest_visible(self, runner: Runner, params: SoonestParams) -> float | None:
+        """Seconds until the soonest future ``visible_at`` among the kinds, or None."""
+
+    # -- enqueue (the caller's session) -----------------------------------------------
+    def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
+        """Insert new jobs in the caller's session; returns them as session objects."""
+
+    def lock_dedup(self, session: Session, params: enqueue.DedupLockParams) -> None:
+        """Take the transaction-scoped advisory locks serializing dedup decisions."""
+
+    def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
+        """The oldest pending job of a kind and dedup key, locked for the merge."""
+
+    # -- operations --------------------------------------------------------------------
+    def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
+        """One keyset page of jobs, newest first (``limit + 1`` rows to tell if more follow)."""
+
+    def stats(self, runner: Runner, params: stats.StatsParams) -> stats.StatsRows:
+        """Counts by status and kind, eligible and scheduled pending, expired leases."""
+
+    def cleanup_batch(self, runner: Runner, params: cleanup.CleanupParams) -> tuple[int, datetime | None]:
+        """Delete one bounded batch of terminal jobs; returns (count, newest finished_at)."""
+
+    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> sa.Row[Any] | None:
+        """Apply one guarded operator transition and journal it; None if the status forbids it."""
+
+
+class SqlAlchemyBackend:
+    """The SQLAlchemy implementation of :class:`Backend` for one queue's models."""
+
+    def __init__(self, models: Models) -> None:
+        self.models = models
+
+    def claim(self, runner: Runner, params: ClaimParams) -> list[ClaimedJob]:
+        return claim.claim(self.models, runner, params)
+
+    def finish_many(self, runner: Runner, params: FinishManyParams) -> set[Fence]:
+        return outcomes.finish_many(self.models, runner, params)
+
+    def renew(self, runner: Runner, params: RenewParams) -> RenewResult:
+        return leases.renew(self.models, runner, params)
+
+    def recover(self, runner: Runner, params: RecoverParams) -> list[RecoveredJob]:
+        return leases.recover(self.models, runner, params)
+
+    def soonest_visible(self, runner: Runner, params: SoonestParams) -> float | None:
+        return claim.seconds_until_visible(self.models, runner, params)
+
+    def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
+        return enqueue.insert_jobs(self.models, session, params)
+
+    def lock_dedup(self, session: Session, params: enqueue.DedupLockParams) -> None:
+        enqueue.lock_dedup_keys(self.models, session, params)
+
+    def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
+        return enqueue.oldest_pending_sibling(self.models, session, params)
+
+    def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
+        return history.fetch_history(self.models, runner, params)
+
+    def stats(self, runner: Runner, params: stats.StatsParams) -> stats.StatsRows:
+        return stats.read_stats(self.models, runner, params)
+
+    def cleanup_batch(self, runner: Runner, params: cleanup.CleanupParams) -> tuple[int, datetime | None]:
+        return cleanup.delete_batch(self.models, runner, params)
+
+    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> sa.Row[Any] | None:
+        return admin.apply(self.models, runner, params)
+
+
+@lru_cache(maxsize=256)
+def backend_for(models: Models) -> Backend:
+    """The backend of ``models`` (one per mapped-classes object)."""
+    return SqlAlchemyBackend(models)
