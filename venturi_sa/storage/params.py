@@ -98,3 +98,23 @@ class RecoveredJob:
     run_count: int
     dead: bool
     claimed_by: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishManyParams:
+    """A batch of outcomes to write in one statement (each validated when it was built)."""
+
+    outcomes: Sequence[FinishParams]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenewResult:
+    """Which held runs were renewed, and which had lost their claim."""
+
+    renewed: frozenset[Fence] = frozenset()
+    lost: frozenset[Fence] = frozenset()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoonestParams:
+    kinds: Sequence[str]
