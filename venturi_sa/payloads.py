@@ -14,16 +14,20 @@ from marshmallow import Schema, ValidationError
 
 from venturi_sa.errors import InvalidPayload
 
-_SCALARS = (str, int, type(None))  # bool is an int
+_SCALARS = (int, type(None))  # bool is an int
+_NUL = "\x00"
+_NUL_REASON = "contains a NUL character (\\u0000), which PostgreSQL JSONB cannot store"
 
 
 def _problem(value: Any, path: str) -> tuple[str, str] | None:
     """``(path, reason)`` of the first value JSON cannot hold exactly, or None.
 
-    One walk, no serialization: only dicts with string keys, lists, strings,
-    integers, booleans, None and finite floats pass.  Tuples are refused too,
-    since they come back as lists.
+    One walk, no serialization: only dicts with string keys, lists, strings
+    without NUL characters, integers, booleans, None and finite floats pass.
+    Tuples are refused too, since they come back as lists.
     """
+    if isinstance(value, str):
+        return (path or "<value>", _NUL_REASON) if _NUL in value else None
     if isinstance(value, _SCALARS):
         return None
     if isinstance(value, float):
@@ -32,6 +36,8 @@ def _problem(value: Any, path: str) -> tuple[str, str] | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return (f"{path}.{key!r}" if path else repr(key), "keys must be strings")
+            if _NUL in key:
+                return (f"{path}.{key!r}" if path else repr(key), _NUL_REASON)
             found = _problem(item, f"{path}.{key}" if path else key)
             if found:
                 return found

@@ -105,11 +105,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS))
     def renew(self, worker: str) -> None:
-        held = [(r.id, r.run_count) for r in self._rows().values()
-                if r.status == "claimed" and r.claimed_by == worker]
+        held = [Fence(job_id=r.id, kind="sm", claimed_by=worker, run_count=r.run_count)
+                for r in self._rows().values() if r.status == "claimed" and r.claimed_by == worker]
         with Session(self.engine) as s, s.begin():
-            n = leases.renew(self.models, s, RenewParams(worker_id=worker, runs=held, lease=timedelta(minutes=1)))
-        assert n == len(held)
+            result = leases.renew(self.models, s, RenewParams(worker_id=worker, runs=held,
+                                                              lease=timedelta(minutes=1)))
+        assert result.renewed == set(held) and not result.lost
 
     @rule(fence=fences, what=st.sampled_from(["complete", "pause", "retry", "die", "release"]))
     def finish(self, fence: Fence, what: str) -> None:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa.models import JobBase, Models
-from venturi_sa.storage import admin, cleanup, claim, enqueue, history, leases, outcomes, stats
+from venturi_sa.storage import admin, claim, cleanup, enqueue, history, leases, outcomes, stats
 from venturi_sa.storage.params import (
     ClaimedJob,
     ClaimParams,
@@ -55,6 +55,9 @@ class Backend(Protocol):
 
     def soonest_visible(self, runner: Runner, params: SoonestParams) -> float | None:
         """Seconds until the soonest future ``visible_at`` among the kinds, or None."""
+
+    def ping(self, runner: Runner) -> None:
+        """One round trip: raises if the database cannot be reached."""
 
     # -- enqueue (the caller's session) -----------------------------------------------
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
@@ -100,6 +103,9 @@ class SqlAlchemyBackend:
 
     def soonest_visible(self, runner: Runner, params: SoonestParams) -> float | None:
         return claim.seconds_until_visible(self.models, runner, params)
+
+    def ping(self, runner: Runner) -> None:
+        runner.execute(sa.select(sa.literal(1)))
 
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
         return enqueue.insert_jobs(self.models, session, params)

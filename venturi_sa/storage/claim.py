@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner
+from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
 
 
 def _lease_expr(models: Models, params: ClaimParams) -> Any:
@@ -31,15 +32,20 @@ _RELAX_COMMIT: Any = sa.literal_column("set_config('synchronous_commit', 'off', 
 
 
 def claim_statement(models: Models, params: ClaimParams) -> Any:
-    """``WITH claimable AS MATERIALIZED (SELECT ... FOR UPDATE SKIP LOCKED) UPDATE ... RETURNING``.
+    """The claim ``UPDATE``: one locking ``SELECT`` per group in a materialized CTE.
 
-    The materialized CTE runs the locking SELECT exactly once, so the claim
-    never takes more than ``limit`` rows.  The statement takes the bind
-    parameters ``worker_id`` and ``limit``; it is built once per kinds/leases
-    combination and reused, so SQLAlchemy's compiled cache serves it.
+    Uncapped kinds form one group limited by ``limit``; each capped kind is a
+    group of its own limited by its room.  The candidates of all groups are
+    ordered by priority and age and the first ``limit`` are claimed, so a
+    capped kind's high-priority jobs are never starved by an uncapped backlog
+    (and vice versa).  Each materialized CTE runs its locking ``SELECT``
+    exactly once, so the claim never takes more than it may.  The statement
+    takes the bind parameters ``worker_id``, ``limit`` and ``cap_<i>``; it is
+    built once per kinds/caps/leases shape and reused, so SQLAlchemy's
+    compiled cache serves it.
     """
     leases = tuple(sorted((k, params.leases.get(k, params.default_lease)) for k in params.kinds))
-    key = (models.prefix, id(models.Job), tuple(params.kinds), leases, params.default_lease)
+    key = (models.prefix, id(models.Job), tuple(params.kinds), _capped(params), leases, params.default_lease)
     cached = _STATEMENTS.get(key)
     if cached is None:
         if len(_STATEMENTS) > 1000:
@@ -49,23 +55,46 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
     return cached
 
 
-def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any) -> Any:
+def _capped(params: ClaimParams) -> tuple[str, ...]:
+    return tuple(k for k in params.kinds if k in params.caps)
+
+
+def _candidates(models: Models, kinds: Sequence[str], limit: Any, name: str) -> Any:
     job = models.Job
-    candidates = (
-        sa.select(job.id)
-        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)),
-               job.visible_at <= sa.func.now())
+    return (
+        sa.select(job.id, job.priority, job.created_at)
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(kinds)), job.visible_at <= sa.func.now())
         .order_by(job.priority, job.created_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
-        .cte("claimable")
+        .cte(name)
         .prefix_with("MATERIALIZED")
     )
+
+
+def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool) -> Any:
+    """The ids to claim: a scalar ``ARRAY(SELECT id ...)`` over the groups' candidates."""
+    capped = _capped(params)
+    uncapped = [k for k in params.kinds if k not in params.caps]
+    if not capped:
+        candidates = _candidates(models, uncapped, limit, "claimable")
+        return sa.func.ARRAY(sa.select(candidates.c.id).scalar_subquery())
+    groups = [_candidates(models, uncapped, limit, "claimable")] if uncapped else []
+    for i, kind in enumerate(capped):
+        room = params.caps[kind] if literal_caps else sa.bindparam(f"cap_{i}", type_=sa.Integer)
+        groups.append(_candidates(models, [kind], room, f"claimable_{i}"))
+    grouped = sa.union_all(*(sa.select(g.c.id, g.c.priority, g.c.created_at) for g in groups)).subquery("grouped")
+    best = sa.select(grouped.c.id).order_by(grouped.c.priority, grouped.c.created_at, grouped.c.id).limit(limit)
+    return sa.func.ARRAY(best.scalar_subquery())
+
+
+def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, literal_caps: bool = False) -> Any:
+    job = models.Job
     return (
         sa.update(job)
         # ANY(ARRAY(...)): primary-key lookups even on small tables, where a
         # join with the CTE would hash-join over a scan of every row.
-        .where(job.id == sa.any_(sa.func.ARRAY(sa.select(candidates.c.id).scalar_subquery())))
+        .where(job.id == sa.any_(_picked(models, params, limit, literal_caps)))
         .values(
             status=Status.CLAIMED.value,
             claimed_by=worker_id,
@@ -87,8 +116,10 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     """
     if params.limit <= 0 or not params.kinds:
         return []
-    rows = session.execute(claim_statement(models, params),
-                           {"limit": params.limit, "worker_id": params.worker_id}).all()
+    binds: dict[str, Any] = {"limit": params.limit, "worker_id": params.worker_id}
+    for i, kind in enumerate(_capped(params)):
+        binds[f"cap_{i}"] = max(0, min(params.caps[kind], params.limit))
+    rows = session.execute(claim_statement(models, params), binds).all()
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
@@ -99,27 +130,25 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     return jobs
 
 
-def seconds_until_visible(models: Models, session: Runner, kinds: list[str]) -> float | None:
+def seconds_until_visible(models: Models, session: Runner, params: SoonestParams) -> float | None:
     """Seconds from the database clock until the soonest future ``visible_at`` among ``kinds``."""
-    if not kinds:
+    if not params.kinds:
         return None
     job = models.Job
     soonest = (
         sa.select(sa.func.min(job.visible_at))
-        .where(job.status == Status.PENDING.value, job.kind.in_(kinds), job.visible_at > sa.func.now())
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now())
         .scalar_subquery()
     )
     value = session.execute(sa.select(sa.func.extract("epoch", soonest - sa.func.now()))).scalar()
     return None if value is None else max(0.0, float(value))
 
 
-__all__ = ["claim", "claim_statement", "seconds_until_visible"]
-
-
-
-
 def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams) -> str:
     """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards)."""
-    stmt = _build(models, params, params.limit, params.worker_id)
+    stmt = _build(models, params, params.limit, params.worker_id, literal_caps=True)
     sql = stmt.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True})
     return "\n".join(str(row[0]) for row in connection.exec_driver_sql("EXPLAIN " + str(sql).replace("%", "%%")))
+
+
+__all__ = ["claim", "claim_statement", "explain_claim", "seconds_until_visible"]

@@ -5,49 +5,99 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
+from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.params import RecoveredJob, RecoverParams, RenewParams
+from venturi_sa.storage.params import RecoveredJob, RecoverParams, RenewParams, RenewResult, Runner
 
 
-def renew(models: Models, session: Session, params: RenewParams) -> int:
-    """Push the lease of each still-held run to now + ``lease``; returns rows renewed."""
-    if not params.runs:
-        return 0
-    job = models.Job
-    result = session.execute(
-        sa.update(job)
-        .where(
-            sa.tuple_(job.id, job.run_count).in_([tuple(run) for run in params.runs]),
-            job.status == Status.CLAIMED.value,
-            job.claimed_by == params.worker_id,
-        )
-        .values(claim_expires_at=sa.func.clock_timestamp() + sa.literal(params.lease, sa.Interval))
-        .execution_options(synchronize_session=False)
+def _held_rows() -> Any:
+    return sa.func.unnest(
+        sa.bindparam("held_ids", type_=postgresql.ARRAY(sa.Text)),
+        sa.bindparam("held_runs", type_=postgresql.ARRAY(sa.Integer)),
+    ).table_valued("id", "run_count").render_derived(name="held")
+
+
+_RENEW: dict[tuple[str, int], Any] = {}
+
+
+def _renew_statement(models: Models) -> Any:
+    """Renew the held runs that are not row-locked; report, per held run, renewed and still ours.
+
+    ``FOR UPDATE SKIP LOCKED``: a row that this worker's own outcome write
+    (or anyone else) has locked is skipped, never waited for, so renewal
+    cannot deadlock with a batched outcome write.  ``ours`` is read from the
+    statement's snapshot: false means the claim is gone (recovered,
+    released, reclaimed), i.e. the run lost its lease.
+    """
+    key = (models.prefix, id(models.Job))
+    if key in _RENEW:
+        return _RENEW[key]
+    table = models.jobs_table
+    job = table.c
+    held = _held_rows()
+    mine = sa.and_(job.status == Status.CLAIMED.value, job.claimed_by == sa.bindparam("worker_id", type_=sa.Text))
+    locked = (
+        sa.select(job.id)
+        .join(held, sa.and_(job.id == held.c.id, job.run_count == held.c.run_count))
+        .where(mine)
+        .with_for_update(skip_locked=True, of=table)
+        .cte("locked")
+        .prefix_with("MATERIALIZED")
     )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    renewed = (
+        sa.update(table)
+        .where(job.id.in_(sa.select(locked.c.id)))
+        .values(claim_expires_at=sa.func.clock_timestamp() + sa.bindparam("lease", type_=sa.Interval))
+        .returning(job.id)
+        .cte("renewed")
+    )
+    still = sa.exists().where(job.id == held.c.id, job.run_count == held.c.run_count, mine)
+    stmt = sa.select(held.c.id, held.c.run_count, renewed.c.id.is_not(None).label("renewed"),
+                     still.label("ours")).select_from(held.outerjoin(renewed, renewed.c.id == held.c.id))
+    _RENEW[key] = stmt
+    return stmt
+
+
+def renew(models: Models, session: Runner, params: RenewParams) -> RenewResult:
+    """Push the lease of each still-held run to now + ``lease``, without waiting on row locks.
+
+    Returns the renewed runs and the runs that lost their claim; a run that
+    is neither was row-locked at that moment (e.g. its outcome is being
+    written) and keeps its lease until the next renewal.
+    """
+    if not params.runs:
+        return RenewResult()
+    by_key = {(f.job_id, f.run_count): f for f in params.runs}
+    rows = session.execute(_renew_statement(models), {
+        "held_ids": [f.job_id for f in params.runs], "held_runs": [f.run_count for f in params.runs],
+        "worker_id": params.worker_id, "lease": params.lease,
+    }).all()
+    renewed = frozenset(by_key[(r.id, r.run_count)] for r in rows if r.renewed)
+    lost = frozenset(by_key[(r.id, r.run_count)] for r in rows if not r.ours)
+    return RenewResult(renewed=renewed, lost=lost)
 
 
 def _max_failures_expr(models: Models, params: RecoverParams) -> Any:
-    if not params.max_failures:
-        return sa.literal(params.default_max_failures)
-    return sa.case(dict(params.max_failures), value=models.Job.kind,
-                   else_=sa.literal(params.default_max_failures))
+    return sa.case(dict(params.max_failures), value=models.Job.kind)
 
 
-def recover(models: Models, session: Session, params: RecoverParams) -> list[RecoveredJob]:
+def recover(models: Models, session: Runner, params: RecoverParams) -> list[RecoveredJob]:
     """Return expired claims to ``pending`` (``dead`` at the backstop), journaling each.
 
-    Uses SKIP LOCKED, so concurrent recoverers and a worker finishing the
-    same job never wait on each other; a finishing worker whose row was
-    recovered first finds its fence broken and writes nothing.
+    Only kinds in ``params.max_failures`` are recovered, each against its
+    own backstop.  Uses SKIP LOCKED, so concurrent recoverers and a worker
+    finishing the same job never wait on each other; a finishing worker
+    whose row was recovered first finds its fence broken and writes nothing.
     """
+    if not params.max_failures:
+        return []
     job = models.Job
     stale = (
         sa.select(job.id, job.claimed_by)
-        .where(job.status == Status.CLAIMED.value, job.claim_expires_at < sa.func.now())
+        .where(job.status == Status.CLAIMED.value, job.claim_expires_at < sa.func.now(),
+               job.kind.in_(sorted(params.max_failures)))
         .order_by(job.claim_expires_at)
         .limit(params.limit)
         .with_for_update(skip_locked=True)

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import OUTCOME_STATUS, Status
-from venturi_sa.storage.params import FinishParams, Runner
+from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
 
 
 def finish(models: Models, session: Runner, params: FinishParams) -> bool:
@@ -22,7 +22,7 @@ def finish(models: Models, session: Runner, params: FinishParams) -> bool:
     False, writing nothing, if the fence no longer matches (the lease was
     lost); the caller must then roll the session back.
     """
-    return params.fence.job_id in finish_many(models, session, [params])
+    return params.fence in finish_many(models, session, FinishManyParams(outcomes=[params]))
 
 
 # One array parameter per column: the statement text never changes with the
@@ -112,29 +112,33 @@ def _finish_many_statement(models: Models) -> Any:
             failure_count=job.failure_count + rows.c.failure_inc,
             carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
         )
-        .returning(job.id)
+        .returning(job.id, job.run_count)
         .cte("done")
     )
     entries = _outcome_rows()
     source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now, entries.c.outcome,
-                       entries.c.note, entries.c.attachment).join_from(entries, done, done.c.id == entries.c.id)
+                       entries.c.note, entries.c.attachment).join_from(
+        entries, done, sa.and_(done.c.id == entries.c.id, done.c.run_count == entries.c.run_count))
     stmt = (
         sa.insert(journal)
         .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"], source)
-        .returning(journal.c.job_id)
+        .returning(journal.c.job_id, journal.c.run_no)
         .add_cte(done)
     )
     _STATEMENTS[key] = stmt
     return stmt
 
 
-def finish_many(models: Models, session: Runner, batch: Sequence[FinishParams]) -> set[str]:
+def finish_many(models: Models, session: Runner, params: FinishManyParams) -> set[Fence]:
     """Write many runs' outcomes and their journal rows in one statement.
 
-    Returns the ids whose fence still matched; only those rows change and get
-    a journal entry.  Runs whose lease was lost are left untouched.  The
-    caller commits.
+    Returns the fences that still matched; only those rows change and get a
+    journal entry.  Runs whose lease was lost are left untouched.  The
+    caller commits.  Every value was validated when its
+    :class:`FinishParams` was built, so only a database fault can fail it.
     """
+    batch = params.outcomes
     if not batch:
         return set()
-    return set(session.execute(_finish_many_statement(models), _batch_columns(batch)).scalars())
+    written = {(r[0], r[1]) for r in session.execute(_finish_many_statement(models), _batch_columns(batch))}
+    return {p.fence for p in batch if (p.fence.job_id, p.fence.run_count) in written}

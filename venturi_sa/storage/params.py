@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
+from venturi_sa import payloads
+from venturi_sa.errors import InvalidPayload, VenturiError
 from venturi_sa.states import Outcome
 
 Runner = Session | Connection
@@ -48,11 +50,45 @@ class ClaimedJob:
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimParams:
+    """Claim up to ``limit`` jobs of ``kinds``, at most ``caps[kind]`` of each capped kind.
+
+    Kinds in ``caps`` are claimed in the same statement as the others, so
+    priority and age order the whole claim; a kind whose room is 0 is
+    left out.
+    """
+
     worker_id: str
     kinds: Sequence[str]
     limit: int
     leases: Mapping[str, timedelta]
     default_lease: timedelta
+    caps: Mapping[str, int] = field(default_factory=dict)
+
+
+NOTE_LIMIT = 2000
+"""The longest journal note (characters); builders truncate, :class:`FinishParams` refuses longer."""
+
+
+class InvalidOutcome(VenturiError, ValueError):
+    """An outcome value that cannot be written (wrong type, naive time, not JSON, NUL, too long)."""
+
+
+def _check_text(name: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidOutcome(f"{name} must be a string, got {type(value).__name__} {value!r:.80}")
+    if "\x00" in value:
+        raise InvalidOutcome(f"{name} contains a NUL character, which PostgreSQL text cannot store")
+    if len(value) > NOTE_LIMIT:
+        raise InvalidOutcome(f"{name} is {len(value)} characters long; the limit is {NOTE_LIMIT}")
+
+
+def _check_json(name: str, value: object) -> None:
+    try:
+        payloads.ensure_json(value, name)
+    except InvalidPayload as exc:
+        raise InvalidOutcome(str(exc)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +97,9 @@ class FinishParams:
 
     ``status`` is the job's status afterwards; ``visible_at`` (absolute) or
     ``delay`` (from the database clock) applies to ``pending``; ``failure``
-    adds one to ``failure_count``.
+    adds one to ``failure_count``.  Every field is checked when the object
+    is built (raising :class:`InvalidOutcome`), so a bad value can never
+    reach a batch statement and sink the outcomes written beside it.
     """
 
     fence: Fence
@@ -74,21 +112,45 @@ class FinishParams:
     delay: timedelta | None = None
     failure: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.fence, Fence):
+            raise InvalidOutcome(f"fence must be a Fence, got {self.fence!r:.80}")
+        if not isinstance(self.outcome, Outcome):
+            raise InvalidOutcome(f"outcome must be an Outcome, got {self.outcome!r:.80}")
+        _check_text("note", self.note)
+        _check_json("attachment", self.attachment)
+        if self.save_carry:
+            _check_json("carry", self.carry)
+        if self.visible_at is not None and (
+            not isinstance(self.visible_at, datetime) or self.visible_at.utcoffset() is None
+        ):
+            raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {self.visible_at!r:.80}")
+        if self.delay is not None and (not isinstance(self.delay, timedelta) or self.delay < timedelta(0)):
+            raise InvalidOutcome(f"delay must be a non-negative timedelta, got {self.delay!r:.80}")
+        if not isinstance(self.failure, bool) or not isinstance(self.save_carry, bool):
+            raise InvalidOutcome("failure and save_carry must be booleans")
+
 
 @dataclass(frozen=True, kw_only=True)
 class RenewParams:
+    """Push the leases of ``runs`` (this worker's claims) to now + ``lease``."""
+
     worker_id: str
-    runs: Sequence[tuple[str, int]]  # (job id, run_count)
+    runs: Sequence[Fence]
     lease: timedelta
 
 
 @dataclass(frozen=True, kw_only=True)
 class RecoverParams:
-    """Recover expired leases: ``max_failures`` per kind, ``default_max_failures`` else."""
+    """Recover expired leases of the kinds in ``max_failures`` (kind -> its backstop).
 
+    Only kinds whose policy the caller knows are recovered: a job of
+    another kind is left to a worker whose registry has it, so no job is
+    ever judged by a backstop that is not its own.
+    """
+
+    max_failures: Mapping[str, int]
     limit: int = 100
-    max_failures: Mapping[str, int] = field(default_factory=dict)
-    default_max_failures: int = 5
 
 
 @dataclass(frozen=True, kw_only=True)

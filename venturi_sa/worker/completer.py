@@ -1,28 +1,71 @@
-"""Persisting outcomes: each run's fenced row write, journal row and handler work commit together."""
+"""Persisting outcomes: each run's fenced row write, journal row and handler work commit together.
+
+Every write is retried on transient database errors (a dropped connection,
+a lock or deadlock, a restart) with a capped backoff for as long as the
+run's lease lasts; a run whose lease is known lost is not retried, since its
+fence can no longer hold.
+"""
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from venturi_sa.models import Models
 from venturi_sa.states import Outcome
-from venturi_sa.storage.outcomes import finish, finish_many
-from venturi_sa.storage.params import FinishParams
-from venturi_sa.worker.executor import Run, failure
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.faults import is_transient
+from venturi_sa.storage.params import FinishManyParams, FinishParams
+from venturi_sa.worker.executor import close_quietly, exception_note, failure
+from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
+T = TypeVar("T")
+FIRST_DELAY, MAX_DELAY = 0.05, 2.0
+
+
+def retrying(write: Callable[[], T], *, until: float, what: str, abort: threading.Event | None = None,
+             gave_up: Callable[[], bool] = lambda: False) -> T:
+    """``write()``, retried on transient errors with a capped backoff until monotonic time ``until``.
+
+    Raises the last error once it is not transient, the time is up,
+    ``abort`` is set or ``gave_up()`` says the write is pointless.
+    """
+    delay = FIRST_DELAY
+    while True:
+        try:
+            return write()
+        except SQLAlchemyError as exc:
+            if not is_transient(exc) or time.monotonic() + delay > until or gave_up() or (
+                    abort is not None and abort.is_set()):
+                raise
+            logger.warning("%s failed (%s); retrying in %.2fs", what, exception_note(exc).splitlines()[0], delay)
+            if abort is not None:
+                abort.wait(delay)
+            else:
+                time.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY)
+
+
+def log_recorded(run: Run, params: FinishParams) -> None:
+    run.ctx.log.info("job %s", params.outcome.value if params.note is None
+                     else f"{params.outcome.value}: {params.note.splitlines()[0] if params.note else ''}")
+
+
+def log_lost(run: Run, params: FinishParams) -> None:
+    run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) and "
+                        "session work were rolled back", run.job.id, run.job.run_count,
+                        run.job.claimed_by, params.outcome.value)
 
 
 class Completer:
-    """Owns every outcome write of a worker.
+    """Owns the outcome writes a worker makes outside the batcher.
 
     A run whose handler used ``ctx.session`` is persisted in that session's
     transaction, so the handler's writes commit with the outcome or not at
@@ -30,126 +73,103 @@ class Completer:
     nothing and logs a warning.
     """
 
-    def __init__(self, models: Models, open_session: Callable[[], Session]) -> None:
-        self.models = models
-        self.open_session = open_session
+    def __init__(self, backend: Backend, engine: sa.Engine, retry_for: Callable[[Sequence[Run]], float],
+                 abort: threading.Event) -> None:
+        self.backend = backend
+        self.engine = engine
+        self.retry_for = retry_for
+        self.abort = abort
 
-    def persist(self, run: Run) -> bool:
-        """Write ``run.params``; returns True if the outcome was recorded."""
-        assert run.params is not None
-        session = run.ctx.take_session()
-        if session is None:
-            return self._write(self.open_session(), run, run.params)
-        if run.failed:
-            session.rollback()  # the handler raised: discard its half-done writes
+    # -- one run in its own transaction ------------------------------------------------
+    def write(self, run: Run, params: FinishParams) -> bool:
+        """Write ``params`` in a transaction of its own, retried; True if recorded."""
+        def once() -> bool:
+            with self.engine.begin() as conn:
+                return params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))
+
         try:
-            return self._write(session, run, run.params, reraise=True)
+            ok = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",
+                          abort=self.abort, gave_up=lambda: run.ctx.lease_lost)
         except SQLAlchemyError as exc:
-            # The handler's own work failed to flush or commit: record a failure instead.
-            run.ctx.log.warning("could not commit the job's session work: %s", exc)
-            params = failure(run, f"could not commit the handler's session work: {type(exc).__name__}: {exc}")
-            return self._write(self.open_session(), run, params)
+            run.ctx.log.error("could not record outcome %s: %s; the lease will expire and the job will be "
+                              "recovered", params.outcome.value, exception_note(exc))
+            return False
+        (log_recorded if ok else log_lost)(run, params)
+        return ok
 
     def release(self, run: Run, note: str) -> bool:
         """Return a run's job to ``pending`` without counting a failure."""
-        params = FinishParams(fence=run.job.fence, outcome=Outcome.RELEASED, note=note)
-        return self._write(self.open_session(), run, params)
+        return self.write(run, FinishParams(fence=run.fence, outcome=Outcome.RELEASED, note=note))
 
-    def _write(self, session: Session, run: Run, params: FinishParams, reraise: bool = False) -> bool:
+    # -- a run whose handler used ctx.session ---------------------------------------------
+    def persist_in_session(self, run: Run) -> bool:
+        """Write ``run.params`` in the handler's session and commit both; True if recorded.
+
+        If the handler raised, its session work is rolled back first.  If
+        the handler's work cannot be flushed or committed, it is rolled back
+        and a retryable failure is recorded instead.  A transient error at
+        the outcome statement is retried inside a savepoint, keeping the
+        handler's work.
+        """
+        assert run.params is not None
+        session = run.ctx.take_session()
+        if session is None:
+            return self.write(run, run.params)
         try:
-            with session:
-                if not finish(self.models, session, params):
-                    session.rollback()
-                    run.ctx.log.warning(
-                        "lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) "
-                        "and session work were rolled back",
-                        run.job.id, run.job.run_count, run.job.claimed_by, params.outcome.value,
-                    )
-                    return False
-                session.commit()
-                run.ctx.log.info("job %s", params.outcome.value if params.note is None
-                                 else f"{params.outcome.value}: {params.note}")
-                return True
-        except SQLAlchemyError as exc:
-            if reraise:
-                raise
-            run.ctx.log.error("could not record outcome %s: %s; the lease will expire and the job "
-                              "will be recovered", params.outcome.value, exc)
-            return False
+            return self._in_session(session, run, run.params)
+        finally:
+            close_quietly(session)
 
-
-class Batcher(threading.Thread):
-    """Writes the outcomes of runs that did not use ``ctx.session`` in batches.
-
-    Outcomes are collected for at most ``flush_interval`` seconds or
-    ``max_batch`` runs, then written by one statement (a fenced UPDATE feeding
-    the journal INSERT) in one transaction.  ``done(run, recorded)`` is called for every
-    run after its batch committed (or failed).
-    """
-
-    def __init__(self, models: Models, engine: sa.Engine,
-                 done: Callable[[Run, bool], None], flush_interval: float = 0.005,
-                 max_batch: int = 200) -> None:
-        super().__init__(name=f"venturi-completer-{models.prefix}", daemon=True)
-        self.models = models
-        self.engine = engine
-        self.done = done
-        self.flush_interval = flush_interval
-        self.max_batch = max_batch
-        self._queue: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
-
-    def submit(self, run: Run) -> None:
-        self._queue.put(run)
-
-    def close(self) -> None:
-        """Flush what is queued and stop the thread."""
-        self._queue.put(None)
-
-    def _collect(self) -> tuple[list[Run], bool]:
-        first = self._queue.get()
-        if first is None:
-            return [], True
-        batch = [first]
-        deadline = time.monotonic() + self.flush_interval
-        while len(batch) < self.max_batch:
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if item is None:
-                return batch, True
-            batch.append(item)
-        return batch, False
-
-    def run(self) -> None:
-        closing = False
-        while not closing:
-            batch, closing = self._collect()
-            if not batch:
-                continue
-            try:
-                self._write(batch)
-            except Exception:  # noqa: BLE001 - the thread must survive to serve later batches
-                logger.exception("outcome batch of %d failed; the leases will expire and the jobs "
-                                 "will be recovered", len(batch))
-                for run in batch:
-                    self.done(run, False)
-
-    def _write(self, batch: list[Run]) -> None:
-        recorded: set[str] = set()
+    def _in_session(self, session: Session, run: Run, params: FinishParams) -> bool:
         try:
-            with self.engine.begin() as conn:
-                recorded = finish_many(self.models, conn, [run.params for run in batch if run.params])
+            if run.failed:
+                session.rollback()  # the handler raised: discard its half-done writes
+            session.flush()
         except SQLAlchemyError as exc:
-            logger.error("could not record %d outcomes: %s; their leases will expire and the jobs "
-                         "will be recovered", len(batch), exc)
-        for run in batch:
-            ok = run.job.id in recorded
-            assert run.params is not None
-            if ok:
-                run.ctx.log.info("job %s", run.params.outcome.value if run.params.note is None
-                                 else f"{run.params.outcome.value}: {run.params.note}")
-            else:
-                run.ctx.log.warning("lease lost or write failed: outcome %s of run %d was not recorded",
-                                    run.params.outcome.value, run.job.run_count)
-            self.done(run, ok)
+            return self._session_failed(session, run, params, exc, "flush")
+        try:
+            ok = retrying(lambda: self._fenced_in_savepoint(session, params), until=self.retry_for([run]),
+                          what=f"recording job {run.job.id}", abort=self.abort,
+                          gave_up=lambda: run.ctx.lease_lost)
+            if not ok:
+                session.rollback()
+                log_lost(run, params)
+                return False
+            session.commit()
+        except SQLAlchemyError as exc:
+            return self._session_failed(session, run, params, exc, "commit")
+        log_recorded(run, params)
+        return True
+
+    def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> bool:
+        """The fenced outcome statement inside a Core savepoint of the session's connection.
+
+        A Core savepoint, not ``session.begin_nested()``: the application's
+        own session event hooks (``before_commit``/``after_commit``) must
+        fire once, at the real commit, not at a savepoint release.
+        """
+        conn = session.connection()
+        savepoint = conn.begin_nested()
+        try:
+            ok = params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))
+        except BaseException:
+            savepoint.rollback()
+            raise
+        savepoint.commit()
+        return ok
+
+    def _session_failed(self, session: Session, run: Run, params: FinishParams, exc: SQLAlchemyError,
+                        step: str) -> bool:
+        """The handler's session could not be committed: roll it back and record a failure alone.
+
+        If the commit did reach the database before the error, the job is no
+        longer claimed, so the fenced failure write finds nothing to change.
+        """
+        close_quietly(session)
+        if params.outcome in (Outcome.RETRIED, Outcome.DEAD) and run.failed:
+            retry_params = params  # the handler raised: record that failure as it was classified
+        else:
+            run.ctx.log.warning("could not %s the job's session work: %s", step, exception_note(exc))
+            retry_params = failure(run, f"could not {step} the handler's session work (rolled back): "
+                                        f"{exception_note(exc)}")
+        return self.write(run, retry_params)

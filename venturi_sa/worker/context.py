@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ class JobContext:
         self.attachment: Any = None
         self.log = log
         """A logger whose records carry this job's id, kind and run number."""
+        self._lease_lost = threading.Event()
 
     @property
     def job_id(self) -> str:
@@ -61,8 +63,25 @@ class JobContext:
         return self._session is not None
 
     def take_session(self) -> Session | None:
+        """Hand the run's session (if the handler opened one) to the completer."""
         session, self._session = self._session, None
         return session
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once the worker learned this run's claim is gone (recovered, released, reclaimed).
+
+        Nothing of the run will be committed then (fencing); a long handler
+        may check this and stop early.
+        """
+        return self._lease_lost.is_set()
+
+    def mark_lease_lost(self) -> bool:
+        """Set :attr:`lease_lost`; returns False if it was already set."""
+        if self._lease_lost.is_set():
+            return False
+        self._lease_lost.set()
+        return True
 
     def set_attachment(self, obj: Any) -> None:
         """Store ``obj`` (JSON) on this run's journal entry; raises ``InvalidPayload`` if not JSON."""

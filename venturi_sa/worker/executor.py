@@ -1,73 +1,116 @@
-"""Running one claimed job, as a pipeline of small steps.
+"""Running one claimed job, as a pipeline of small steps, inside one catch-all.
 
 decode payload -> resolve task -> build context -> run -> classify outcome.
-The result is a :class:`Run`, which the completer persists.  No step lets an
-exception escape: whatever the handler does, the run ends in an outcome.
+Every step that runs user code (schema hooks, the handler, ``backoff()``,
+the carry schema) is inside the pipeline's catch-all, and the outcome is
+always a validated :class:`~venturi_sa.storage.params.FinishParams`: no
+exception escapes :func:`process`, whatever the handler or its schemas do.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from venturi_sa import payloads
-from venturi_sa.errors import VenturiError
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
-from venturi_sa.storage.params import ClaimedJob, FinishParams
+from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
-from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import running
+from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
-MAX_NOTE = 2000
 
 
-@dataclass
-class Run:
-    """One run in progress: the claimed job, its context and, once known, its outcome."""
-
-    job: ClaimedJob
-    ctx: JobContext
-    task_type: type[Task] | None = None
-    task: Task | None = None
-    params: FinishParams | None = None
-    failed: bool = False  # the handler raised: its session work must be rolled back
-    released: bool = False  # released at shutdown while still running: skip persisting
-    slot_freed: bool = False  # the handler returned; the outcome may still be on its way
-    duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
+def note_text(text: object) -> str:
+    """Any object as a storable note: a string, NUL-free, at most ``NOTE_LIMIT`` characters."""
+    try:
+        note = text if isinstance(text, str) else str(text)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not stop the run from ending
+        note = f"<unprintable {type(text).__name__}>"
+    note = note.replace("\x00", "\\x00")
+    return note if len(note) <= NOTE_LIMIT else note[: NOTE_LIMIT - 3] + "..."
 
 
-def _note(text: object) -> str:
-    note = str(text)
-    return note if len(note) <= MAX_NOTE else note[: MAX_NOTE - 3] + "..."
+def exception_note(exc: BaseException) -> str:
+    message = note_text(exc)
+    return note_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
 
-def _exception_note(exc: BaseException) -> str:
-    message = str(exc) or type(exc).__name__
-    return _note(f"{type(exc).__name__}: {message}" if str(exc) else message)
+def _finish(run: Run, outcome: Outcome, note: str | None, **extra: Any) -> FinishParams:
+    return FinishParams(fence=run.fence, outcome=outcome, note=note, attachment=run.ctx.attachment, **extra)
 
 
-def prepare(run: Run, registry: Registry) -> None:
+def _safe_attachment(run: Run) -> Any:
+    try:
+        return payloads.ensure_json(run.ctx.attachment, "attachment")
+    except Exception:  # noqa: BLE001 - an invalid attachment is dropped from a failure record
+        return None
+
+
+def _backoff(run: Run, failures: int) -> tuple[timedelta, str]:
+    """The task's backoff for this failure, or the default one if it raised or returned nonsense."""
+    task_type = run.task_type
+    if task_type is None:
+        return timedelta(0), ""
+    try:
+        wait = task_type.backoff(failures)
+        if isinstance(wait, timedelta) and wait >= timedelta(0):
+            return wait, ""
+        problem = f"{task_type.__name__}.backoff() returned {wait!r}, not a non-negative timedelta"
+    except Exception as exc:  # noqa: BLE001 - user code
+        problem = f"{task_type.__name__}.backoff() raised {exception_note(exc)}"
+    run.ctx.log.warning("%s; using the default backoff", problem)
+    return Task.backoff(failures), f" ({problem}; used the default backoff)"
+
+
+def failure(run: Run, note: str, delay: timedelta | None = None, carry: dict[str, Any] | None = None
+            ) -> FinishParams:
+    """A retryable failure: ``retried`` after the backoff, or ``dead`` at ``max_failures``.
+
+    Built from sanitized values only: it cannot raise :class:`InvalidOutcome`.
+    """
+    task_type = run.task_type
+    max_failures = task_type.max_failures if task_type else 1
+    failures = run.job.failure_count + 1
+    extra = dict(carry or {})
+    attachment = _safe_attachment(run)
+    if failures >= max_failures:
+        return FinishParams(fence=run.fence, outcome=Outcome.DEAD, attachment=attachment, failure=True,
+                            note=note_text(f"{note} (failure {failures} of max_failures {max_failures})"),
+                            **extra)
+    suffix = ""
+    if delay is None:
+        delay, suffix = _backoff(run, failures)
+    return FinishParams(fence=run.fence, outcome=Outcome.RETRIED, note=note_text(note + suffix),
+                        attachment=attachment, failure=True, delay=delay, **extra)
+
+
+def prepare(run: Run, registry: Registry) -> FinishParams | None:
     """Resolve the task type and rebuild the task and carry; poison input ends ``dead``."""
     job = run.job
     if job.kind not in registry:
-        run.params = _dead(run, f"no task type is registered for kind {job.kind!r} in this worker")
-        return
+        return _finish(run, Outcome.DEAD, f"no task type is registered for kind {job.kind!r} in this worker")
     run.task_type = registry.get(job.kind)
     try:
         run.task = run.task_type.from_stored(job.payload)
         schema = run.task_type.carry_schema
-        if schema is not None and job.carry is not None:
-            run.ctx.carry = payloads.load(schema, job.carry, "stored carry")
-        else:
-            run.ctx.carry = job.carry
-    except VenturiError as exc:
-        run.params = _dead(run, f"stored payload cannot be decoded, retrying cannot help: {exc}")
+        run.ctx.carry = payloads.load(schema, job.carry, "stored carry") if (
+            schema is not None and job.carry is not None) else job.carry
+    except Exception as exc:  # noqa: BLE001 - schema hooks are user code
+        return FinishParams(fence=run.fence, outcome=Outcome.DEAD, note=note_text(
+            f"stored payload or carry cannot be decoded, retrying cannot help: {exception_note(exc)}"))
+    return None
 
 
 def execute(run: Run) -> Any:
@@ -77,32 +120,10 @@ def execute(run: Run) -> Any:
         return run.task.run(run.ctx)
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
         run.failed = True
-        run.ctx.log.warning("job raised %s", _exception_note(exc),
-                            exc_info=not isinstance(exc, (Exception,)) or None)
+        run.ctx.log.warning("job raised %s", exception_note(exc),
+                            exc_info=not isinstance(exc, Exception) or None)
         run.ctx.log.debug("traceback:\n%s", "".join(traceback.format_exception(exc)))
         return exc
-
-
-def _finish(run: Run, outcome: Outcome, note: str | None, **extra: Any) -> FinishParams:
-    return FinishParams(fence=run.job.fence, outcome=outcome, note=note,
-                        attachment=run.ctx.attachment, **extra)
-
-
-def _dead(run: Run, note: str, failure: bool = False) -> FinishParams:
-    return _finish(run, Outcome.DEAD, _note(note), failure=failure)
-
-
-def failure(run: Run, note: str, delay: timedelta | None = None, carry: dict[str, Any] | None = None
-            ) -> FinishParams:
-    """A retryable failure: ``retried`` after the backoff, or ``dead`` at ``max_failures``."""
-    task_type = run.task_type
-    max_failures = task_type.max_failures if task_type else 1
-    failures = run.job.failure_count + 1
-    if failures >= max_failures:
-        return _finish(run, Outcome.DEAD, _note(f"{note} (failure {failures} of max_failures {max_failures})"),
-                       failure=True, **(carry or {}))
-    wait = delay if delay is not None else (task_type.backoff(failures) if task_type else timedelta(0))
-    return _finish(run, Outcome.RETRIED, _note(note), failure=True, delay=wait, **(carry or {}))
 
 
 def _carry(run: Run) -> dict[str, Any]:
@@ -114,40 +135,139 @@ def _carry(run: Run) -> dict[str, Any]:
 
 def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
     until = result.until
-    if until is not None and (not isinstance(until, datetime) or until.tzinfo is None):
+    if until is not None and (not isinstance(until, datetime) or until.utcoffset() is None):
         return failure(run, f"Pause(until={until!r}) needs a timezone-aware datetime", carry=carry)
-    return _finish(run, Outcome.PAUSED, result.note, visible_at=until, delay=result.delay, **carry)
+    note = note_text(result.note) if isinstance(result.note, str) else result.note
+    return _finish(run, Outcome.PAUSED, note, visible_at=until, delay=result.delay, **carry)
 
 
-def classify(run: Run, result: Any) -> FinishParams:
-    """Turn the handler's return value (or exception) into the row write to persist."""
-    if isinstance(result, BaseException):
-        return failure(run, _exception_note(result))
+def _outcome(run: Run, result: Any) -> FinishParams:
     if result is None:
         result = Complete()
     if not isinstance(result, RUN_OUTCOMES):
-        return _dead(run, f"handler returned {result!r}; expected Complete, Pause, Retry, Die or None")
+        return _finish(run, Outcome.DEAD, note_text(
+            f"handler returned {result!r}; expected Complete, Pause, Retry, Die or None"))
     try:
         carry = _carry(run)
-    except VenturiError as exc:
-        return failure(run, f"cannot store carry: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the carry schema is user code
+        return failure(run, f"cannot store carry: {exception_note(exc)}")
+    note = note_text(result.note) if isinstance(result.note, str) else result.note
     if isinstance(result, Complete):
-        return _finish(run, Outcome.COMPLETED, result.note, **carry)
+        return _finish(run, Outcome.COMPLETED, note, **carry)
     if isinstance(result, Pause):
         return _pause(run, result, carry)
     if isinstance(result, Retry):
-        return failure(run, result.note or "retry requested", delay=result.delay, carry=carry)
+        if result.delay is not None and not isinstance(result.delay, timedelta):
+            raise InvalidOutcome(f"Retry(delay={result.delay!r}) needs a timedelta")
+        return failure(run, note or "retry requested", delay=result.delay, carry=carry)
     assert isinstance(result, Die)
-    return _finish(run, Outcome.DEAD, _note(result.note), **carry)
+    return _finish(run, Outcome.DEAD, note, **carry)
+
+
+def classify(run: Run, result: Any) -> FinishParams:
+    """Turn the handler's return value (or exception) into the validated row write to persist.
+
+    An outcome whose values cannot be stored (a non-string note, an int
+    delay, a naive time, a non-JSON carry or attachment) becomes a retryable
+    failure whose note says what was wrong.
+    """
+    if isinstance(result, BaseException):
+        return failure(run, exception_note(result))
+    try:
+        return _outcome(run, result)
+    except InvalidOutcome as exc:
+        run.ctx.log.warning("invalid outcome %s: %s", type(result).__name__, exc)
+        return failure(run, f"invalid outcome {type(result).__name__}: {exc}")
 
 
 def process(run: Run, registry: Registry) -> None:
-    """The whole pipeline for one run; sets ``run.params`` and ``run.duration``."""
+    """The whole pipeline for one run; always sets ``run.params`` and ``run.duration``."""
     started = time.monotonic()
     try:
         with running(run.job):
-            prepare(run, registry)
-            if run.params is None:
-                run.params = classify(run, execute(run))
+            run.params = prepare(run, registry) or classify(run, execute(run))
+    except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
+        logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
+        run.failed = True
+        run.params = failure(run, f"venturi could not finish the run: {exception_note(exc)}")
     finally:
         run.duration = time.monotonic() - started
+
+
+class Executors:
+    """``count`` threads, each taking a run, processing it and handing its outcome on.
+
+    A run that used ``ctx.session`` is persisted by this thread in that
+    session (``persist_in_session``); any other goes to ``submit`` (the
+    batcher, which blocks while its backlog is full, so the run keeps its
+    slot).  Whatever happens, the run's session is closed and its slot
+    freed; ``finished(run, recorded)`` is called for runs persisted here.
+    """
+
+    def __init__(self, count: int, registry: Registry, inflight: InFlight,
+                 persist_in_session: Callable[[Run], bool], submit: Callable[[Run], None] | None,
+                 finished: Callable[[Run, bool], None]) -> None:
+        self.registry = registry
+        self.inflight = inflight
+        self.persist_in_session = persist_in_session
+        self.submit = submit
+        self.finished = finished
+        self._todo: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._loop, name=f"venturi-exec-{i}", daemon=True)
+                         for i in range(count)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def put(self, run: Run) -> None:
+        self._todo.put(run)
+
+    def close(self, timeout: float) -> None:
+        """Let each thread finish its current run and exit; wait up to ``timeout`` for them."""
+        for _ in self._threads:
+            self._todo.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _loop(self) -> None:
+        while True:
+            run = self._todo.get()
+            if run is None:
+                return
+            if self.inflight.start(run):  # False: released at shutdown before it started
+                self._handle(run)
+
+    def _handle(self, run: Run) -> None:
+        handed_on, recorded = False, False
+        try:
+            process(run, self.registry)
+            if run.released:
+                pass  # released at shutdown while it ran: nothing of it is persisted
+            elif self.submit is not None and not run.ctx.session_used:
+                self.submit(run)
+                handed_on = True
+            else:
+                recorded = self.persist_in_session(run)
+        except BaseException:  # noqa: BLE001 - never lose a slot or a thread
+            logger.exception("unexpected error finishing job %s run %d", run.job.id, run.job.run_count)
+        finally:
+            close_quietly(run.ctx.take_session())
+            self.inflight.handler_done(run)
+            if not handed_on and not run.released:
+                self.finished(run, recorded)
+
+
+def close_quietly(session: Session | None) -> None:
+    """Close ``session`` (rolling back what it did not commit), even if its connection is dead."""
+    if session is None:
+        return
+    try:
+        session.close()
+    except Exception:  # noqa: BLE001 - a dead connection cannot be closed cleanly
+        logger.debug("closing a run's session failed", exc_info=True)
+        try:
+            session.invalidate()
+        except Exception:  # noqa: BLE001
+            pass

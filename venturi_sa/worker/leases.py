@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy.orm import Session
+import sqlalchemy as sa
 
-from venturi_sa.models import Models
-from venturi_sa.storage import leases
-from venturi_sa.storage.params import RecoverParams, RenewParams
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.params import Fence, RecoverParams, RenewParams
+from venturi_sa.worker.executor import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 
@@ -20,20 +20,24 @@ logger = logging.getLogger("venturi_sa.worker")
 class LeaseKeeper(threading.Thread):
     """Every ``renew_every`` seconds renew held leases; every ``recover_every`` recover stale ones.
 
+    Renewal never waits on row locks (a row being written is renewed next
+    time) and reports the runs whose claim is gone to ``lost(fences)``.
     ``healthy`` is cleared while renewals fail (the database is unreachable):
     the producer stops claiming until it is set again, since it could not
-    keep new leases alive either.
+    keep new leases alive either.  A failing recovery is logged as such and
+    does not stop claims.
     """
 
-    def __init__(self, models: Models, open_session: Callable[[], Session], worker_id: str,
-                 held: Callable[[], dict[timedelta, list[tuple[str, int]]]],
+    def __init__(self, backend: Backend, engine: sa.Engine, worker_id: str,
+                 held: Callable[[], dict[timedelta, list[Fence]]], lost: Callable[[frozenset[Fence]], None],
                  recover: RecoverParams, renew_every: float, recover_every: float,
                  stopping: threading.Event, wake: threading.Event) -> None:
-        super().__init__(name=f"venturi-leases-{models.prefix}", daemon=True)
-        self.models = models
-        self.open_session = open_session
+        super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
+        self.backend = backend
+        self.engine = engine
         self.worker_id = worker_id
         self.held = held
+        self.lost = lost
         self.recover_params = recover
         self.renew_every = renew_every
         self.recover_every = recover_every
@@ -41,36 +45,64 @@ class LeaseKeeper(threading.Thread):
         self.wake = wake
         self.healthy = threading.Event()
         self.healthy.set()
+        self._recover_failing = False
 
     def renew(self) -> None:
-        with self.open_session() as session, session.begin():
-            for lease, runs in self.held().items():
-                leases.renew(self.models, session, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
+        """Renew every held lease; with none held and the database in doubt, probe it."""
+        held = self.held()
+        if not held:
+            if not self.healthy.is_set():
+                with self.engine.connect() as conn:
+                    self.backend.ping(conn)
+            return
+        lost: set[Fence] = set()
+        with self.engine.begin() as conn:
+            for lease, runs in held.items():
+                result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
+                lost |= result.lost
+        if lost:
+            self.lost(frozenset(lost))
 
     def recover(self) -> int:
-        with self.open_session() as session, session.begin():
-            recovered = leases.recover(self.models, session, self.recover_params)
+        with self.engine.begin() as conn:
+            recovered = self.backend.recover(conn, self.recover_params)
         for job in recovered:
             logger.warning("recovered job %s (%s) run %d from expired lease of %s%s", job.id, job.kind,
                            job.run_count, job.claimed_by, "; dead at max_failures" if job.dead else "")
         return len(recovered)
 
+    def _renew_round(self) -> None:
+        try:
+            self.renew()
+        except Exception as exc:  # noqa: BLE001 - keep the worker alive through outages
+            if self.healthy.is_set():
+                logger.error("cannot renew leases (%s); not claiming until the database is back",
+                             exception_note(exc).splitlines()[0])
+            self.healthy.clear()
+            return
+        if not self.healthy.is_set():
+            logger.info("database reachable again; resuming claims")
+            self.healthy.set()
+            self.wake.set()
+
+    def _recover_round(self) -> None:
+        try:
+            if self.recover():
+                self.wake.set()
+        except Exception as exc:  # noqa: BLE001 - recovery is retried at its next interval
+            if not self._recover_failing:
+                logger.error("cannot recover expired leases: %s", exception_note(exc).splitlines()[0])
+            self._recover_failing = True
+            return
+        if self._recover_failing:
+            logger.info("lease recovery works again")
+        self._recover_failing = False
+
     def run(self) -> None:
         next_recover = 0.0
         while not self.stopping.is_set():
-            try:
-                self.renew()
-                if time.monotonic() >= next_recover:
-                    if self.recover():
-                        self.wake.set()
-                    next_recover = time.monotonic() + self.recover_every
-                if not self.healthy.is_set():
-                    logger.info("database reachable again; resuming claims")
-                    self.healthy.set()
-                    self.wake.set()
-                self.stopping.wait(self.renew_every)
-            except Exception as exc:  # noqa: BLE001 - keep the worker alive through outages
-                if self.healthy.is_set():
-                    logger.error("cannot renew leases (%s); not claiming until the database is back", exc)
-                self.healthy.clear()
-                self.stopping.wait(min(self.renew_every, 1.0))
+            self._renew_round()
+            if self.healthy.is_set() and time.monotonic() >= next_recover:
+                self._recover_round()
+                next_recover = time.monotonic() + self.recover_every
+            self.stopping.wait(self.renew_every if self.healthy.is_set() else min(self.renew_every, 1.0))

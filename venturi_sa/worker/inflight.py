@@ -1,0 +1,130 @@
+"""The runs a worker holds, keyed by fence: slots, per-kind caps and the leases to renew.
+
+A run holds a *slot* from its claim until its handler returned and its
+outcome was handed on (to the batcher, whose backlog is bounded, or written
+in the handler's session); it stays *in flight* until its outcome is
+persisted or given up, and its lease is renewed all that time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+
+from venturi_sa.storage.params import Fence
+from venturi_sa.worker.run import Run, RunState
+
+
+class InFlight:
+    """Thread-safe registry of a worker's runs.
+
+    ``on_slot_free(free, kind)`` is called (outside the lock) each time a run
+    gives its slot back, with the number of free slots afterwards.
+    """
+
+    def __init__(self, concurrency: int, caps: Mapping[str, int | None], leases: Mapping[str, timedelta],
+                 on_slot_free: Callable[[int, str], None], default_lease: timedelta = timedelta(seconds=60)) -> None:
+        self.concurrency = concurrency
+        self.caps = {k: c for k, c in caps.items() if c is not None}
+        self.leases = dict(leases)
+        self.default_lease = default_lease
+        self._on_slot_free = on_slot_free
+        self._lock = threading.Lock()
+        self._empty = threading.Condition(self._lock)
+        self._runs: dict[Fence, Run] = {}
+        self._slots: Counter[str] = Counter()  # slots held, per kind
+        self._busy = 0
+
+    # -- the producer's view ---------------------------------------------------------
+    def free(self) -> int:
+        with self._lock:
+            return self.concurrency - self._busy
+
+    def room(self) -> dict[str, int]:
+        """Capped kind -> how many more of it may run now."""
+        with self._lock:
+            return {k: max(0, cap - self._slots[k]) for k, cap in self.caps.items()}
+
+    def add(self, run: Run) -> None:
+        """A claimed run takes a slot and is in flight."""
+        with self._lock:
+            self._runs[run.fence] = run
+            self._slots[run.job.kind] += 1
+            self._busy += 1
+
+    # -- the executor's view -----------------------------------------------------------
+    def start(self, run: Run) -> bool:
+        """QUEUED -> RUNNING; False if the run was released before it started."""
+        with self._lock:
+            if run.state is not RunState.QUEUED:
+                return False
+            run.state = RunState.RUNNING
+            return True
+
+    def handler_done(self, run: Run) -> None:
+        """The run's outcome is handed on: its slot is free for another claim."""
+        with self._lock:
+            free = self._give_back(run)
+        if free is not None:
+            self._on_slot_free(free, run.job.kind)
+
+    def done(self, run: Run) -> bool:
+        """The run leaves the worker (outcome persisted or given up); False if it had already."""
+        with self._lock:
+            if self._runs.get(run.fence) is not run:
+                return False
+            del self._runs[run.fence]
+            free = self._give_back(run)
+            if not self._runs:
+                self._empty.notify_all()
+        if free is not None:
+            self._on_slot_free(free, run.job.kind)
+        return True
+
+    def _give_back(self, run: Run) -> int | None:
+        """Free the run's slot if it holds one (QUEUED/RUNNING -> FINISHED); the free count, or None."""
+        if run.state not in (RunState.QUEUED, RunState.RUNNING):
+            return None
+        run.state = RunState.FINISHED
+        self._slots[run.job.kind] -= 1
+        self._busy -= 1
+        return self.concurrency - self._busy
+
+    # -- leases and shutdown -------------------------------------------------------------
+    def held(self) -> dict[timedelta, list[Fence]]:
+        """The fences to renew, grouped by lease duration."""
+        with self._lock:
+            runs = list(self._runs.values())
+        by_lease: dict[timedelta, list[Fence]] = {}
+        for run in runs:
+            by_lease.setdefault(self.leases.get(run.job.kind, self.default_lease), []).append(run.fence)
+        return by_lease
+
+    def lost(self, fences: frozenset[Fence]) -> list[Run]:
+        """Mark the runs whose claim is gone; returns those newly marked."""
+        with self._lock:
+            runs = [self._runs[f] for f in fences if f in self._runs]
+        return [run for run in runs if run.ctx.mark_lease_lost()]
+
+    def release_unfinished(self) -> list[Run]:
+        """Mark every queued or running run RELEASED (slots freed); returns them."""
+        with self._lock:
+            runs = [r for r in self._runs.values() if r.state in (RunState.QUEUED, RunState.RUNNING)]
+            for run in runs:
+                self._give_back(run)
+                run.state = RunState.RELEASED
+                del self._runs[run.fence]
+            if not self._runs:
+                self._empty.notify_all()
+        return runs
+
+    def wait_empty(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for no run to be in flight."""
+        with self._empty:
+            return self._empty.wait_for(lambda: not self._runs, timeout=max(0.0, timeout))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)

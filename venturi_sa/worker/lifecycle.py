@@ -1,0 +1,124 @@
+"""Starting and stopping a worker: schema check, threads, signals, drain, release, joins.
+
+Start refuses an unmigrated queue (``SchemaNotMigrated``) before any thread
+exists.  Stop: no new claims; running jobs get the grace period; then every
+run still queued or running is released (``released``, no failure counted;
+a queued run's handler never starts), every outcome already handed to the
+batcher is flushed, and the threads are joined.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+import alembic_venturi
+from venturi_sa.storage.faults import is_transient
+from venturi_sa.worker.batcher import Batcher
+from venturi_sa.worker.completer import Completer
+from venturi_sa.worker.executor import Executors, exception_note
+from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.leases import LeaseKeeper
+from venturi_sa.worker.listener import Listener
+from venturi_sa.worker.run import Run
+
+logger = logging.getLogger("venturi_sa.worker")
+JOIN_TIMEOUT = 10.0
+
+
+def check_schema(engine: sa.Engine, prefix: str, stopping: threading.Event, max_backoff: float = 5.0) -> bool:
+    """Raise ``SchemaNotMigrated`` unless queue ``prefix``'s tables are at this venturi's head.
+
+    While the database cannot be reached, waits for it (capped backoff,
+    logged once); returns False if ``stopping`` was set meanwhile.
+    """
+    delay = 0.25
+    while True:
+        try:
+            alembic_venturi.check_current(engine, prefix)
+            return True
+        except SQLAlchemyError as exc:
+            if not is_transient(exc):
+                raise
+            if delay == 0.25:
+                logger.error("cannot reach the database at start (%s); waiting for it",
+                             exception_note(exc).splitlines()[0])
+        if stopping.wait(delay):
+            return False
+        delay = min(delay * 2, max_backoff)
+
+
+@dataclass
+class Threads:
+    """The running parts of a started worker."""
+
+    executors: Executors
+    keeper: LeaseKeeper
+    batcher: Batcher | None = None
+    listener: Listener | None = None
+
+    def start(self) -> None:
+        self.executors.start()
+        if self.batcher is not None:
+            self.batcher.start()
+        self.keeper.start()
+        if self.listener is not None:
+            self.listener.start()
+
+
+def shutdown(threads: Threads, inflight: InFlight, completer: Completer, *, worker_id: str, grace: float,
+             flush_timeout: float, abort: threading.Event, halt: threading.Event, wake: threading.Event,
+             released: Callable[[Run, bool], None]) -> None:
+    """Drain within ``grace`` (none if ``abort``), release the rest, flush outcomes, join threads.
+
+    ``released(run, recorded)`` is called for each run given back.
+    """
+    deadline = time.monotonic() + (0.0 if abort.is_set() else grace)
+    while len(inflight) and time.monotonic() < deadline and not abort.is_set():
+        inflight.wait_empty(min(0.1, max(0.0, deadline - time.monotonic())))
+    leftover = inflight.release_unfinished()
+    for run in leftover:
+        recorded = completer.release(run, f"released by {worker_id} at shutdown")
+        if recorded:
+            logger.warning("released job %s (%s) run %d, still queued or running at shutdown",
+                           run.job.id, run.job.kind, run.job.run_count)
+        released(run, recorded)
+    threads.executors.close(timeout=0.0 if leftover else JOIN_TIMEOUT)
+    if threads.batcher is not None:
+        threads.batcher.close(timeout=flush_timeout)
+    halt.set()
+    wake.set()
+    for thread in (threads.keeper, threads.listener):
+        if thread is not None and thread.is_alive():
+            thread.join(timeout=JOIN_TIMEOUT)
+
+
+def install_signals(stop: Callable[[bool], None], stopping: threading.Event) -> Callable[[], None]:
+    """SIGTERM/SIGINT: the first stops after running jobs, a second stops at once.
+
+    Returns a function restoring the previous handlers (a no-op off the main thread).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        first = not stopping.is_set()
+        logger.warning("%s: %s", signal.Signals(signum).name,
+                       "stopping after running jobs (again to stop now)" if first else "stopping now")
+        stop(not first)
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore

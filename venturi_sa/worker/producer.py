@@ -1,0 +1,166 @@
+"""The claim loop: claim at most the free slots, then wait for the next reason to claim.
+
+One claim statement covers every kind the worker runs, capped or not, so
+priority and age order the whole claim.  When a claim filled what it could
+take (more work is waiting), a freed slot is refilled within
+``fetch_cooldown`` seconds, at once if enough slots are free for a
+worthwhile batch.  When a claim came back short (nothing more is eligible),
+the producer sleeps until the earliest of a ``NOTIFY``, the soonest future
+``visible_at`` among its kinds, and the poll interval (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+
+from venturi_sa.errors import SchemaNotMigrated
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.faults import is_transient, is_undefined_table
+from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
+from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.inflight import InFlight
+
+logger = logging.getLogger("venturi_sa.worker")
+DEFAULT_LEASE = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one claim round did: how many jobs it claimed, and whether more may be waiting."""
+
+    claimed: int
+    hungry: bool
+
+
+class Producer:
+    """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands them to ``dispatch``."""
+
+    def __init__(self, backend: Backend, engine: sa.Engine, worker_id: str, kinds: Sequence[str],
+                 leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[ClaimedJob], None],
+                 *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
+                 wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
+        self.backend = backend
+        self.engine = engine
+        self.worker_id = worker_id
+        self.kinds = list(kinds)
+        self.leases = dict(leases)
+        self.inflight = inflight
+        self.dispatch = dispatch
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.fetch_cooldown = fetch_cooldown
+        self.refill = max(1, min(batch_size, inflight.concurrency) // 2)
+        self.healthy = healthy
+        self.wake = wake
+        self.stopping = stopping
+        self.on_idle = on_idle
+        self.hungry = False  # the last claim filled its limit: slots freed now have work waiting
+        self._last_claim = 0.0
+
+    # -- one claim -------------------------------------------------------------------
+    def params(self, free: int) -> ClaimParams:
+        room = self.inflight.room()
+        kinds = [k for k in self.kinds if room.get(k, 1) > 0]
+        return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=min(free, self.batch_size),
+                           leases=self.leases, default_lease=DEFAULT_LEASE,
+                           caps={k: room[k] for k in kinds if k in room})
+
+    def claim_round(self) -> Round:
+        """Claim for the free slots, in one statement committed before any handler runs."""
+        free = self.inflight.free()
+        if free <= 0 or not self.healthy.is_set():
+            return Round(0, self.hungry)
+        params = self.params(free)
+        if not params.kinds:
+            return Round(0, True)  # every kind is at its cap: a freed slot brings more
+        try:
+            with self.engine.begin() as conn:
+                jobs = self.backend.claim(conn, params)
+        except SQLAlchemyError as exc:
+            if is_undefined_table(exc):
+                raise SchemaNotMigrated(f"queue {self.backend.models.prefix!r} lost its tables: "
+                                        f"{exception_note(exc).splitlines()[0]}") from exc
+            if is_transient(exc) and self.healthy.is_set():
+                logger.error("claim failed (%s); not claiming until the database is back",
+                             exception_note(exc).splitlines()[0])
+                self.healthy.clear()  # the lease keeper probes and sets it again
+            elif not is_transient(exc):
+                logger.error("claim failed: %s", exception_note(exc).splitlines()[0])
+            self.stopping.wait(min(self.poll_interval, 1.0))
+            return Round(0, False)
+        self._last_claim = time.monotonic()
+        for job in jobs:
+            self.dispatch(job)
+        per_kind = Counter(job.kind for job in jobs)
+        capped_full = any(per_kind[k] >= n for k, n in params.caps.items())
+        self.hungry = len(jobs) >= params.limit or capped_full
+        return Round(len(jobs), self.hungry)
+
+    # -- waiting ---------------------------------------------------------------------
+    def slot_freed(self, free: int, kind: str) -> None:
+        """Called when a run gives its slot back: wake the producer if that slot has work waiting."""
+        if not self.hungry:
+            return
+        if free in (1, self.refill, self.inflight.concurrency) or kind in self.inflight.caps:
+            self.wake.set()
+
+    def wait(self) -> None:
+        """Sleep until there is a reason to claim again."""
+        if not self.healthy.is_set():
+            self.wake.wait(1.0)
+            return
+        free = self.inflight.free()
+        if free <= 0:
+            self.wake.wait(self.poll_interval)  # a freed slot wakes us
+        elif self.hungry:
+            left = self._last_claim + self.fetch_cooldown - time.monotonic()
+            if free < self.refill and left > 0:
+                self.wake.wait(left)  # gather a few more free slots, briefly
+        else:
+            self.idle_wait()
+
+    def idle_wait(self) -> None:
+        """Nothing eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval."""
+        self.on_idle()
+        timeout = self.poll_interval
+        try:
+            with self.engine.connect() as conn:
+                soonest = self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds))
+            if soonest is not None:
+                timeout = min(timeout, soonest + 0.005)
+        except SQLAlchemyError as exc:
+            logger.debug("soonest-visible lookup failed: %s", exc)
+        self.wake.wait(timeout)
+
+    # -- loops -----------------------------------------------------------------------
+    def run(self) -> None:
+        """Claim and wait until ``stopping`` is set."""
+        while not self.stopping.is_set():
+            self.wake.clear()
+            self.claim_round()
+            if not self.stopping.is_set():
+                self.wait()
+
+    def run_until_idle(self) -> None:
+        """Claim until a claim finds nothing while no run is in flight.
+
+        Runs still in flight may make jobs eligible again (a pause or retry
+        with no delay), so the loop waits for them before it concludes.
+        """
+        while not self.stopping.is_set():
+            self.wake.clear()
+            busy = len(self.inflight) > 0
+            result = self.claim_round()
+            if result.claimed == 0 and not busy and len(self.inflight) == 0:
+                return
+            if not result.hungry or self.inflight.free() <= 0:
+                self.wake.wait(self.poll_interval)

@@ -1,0 +1,47 @@
+"""One run of one job inside a worker: its claim, context, state and, once known, its outcome."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
+from venturi_sa.task import Task
+from venturi_sa.worker.context import JobContext
+
+
+class RunState(enum.Enum):
+    """Where a run is.  Changed only under the in-flight registry's lock."""
+
+    QUEUED = "queued"  # claimed, waiting for an executor thread
+    RUNNING = "running"  # its handler (or outcome write) is in progress
+    FINISHED = "finished"  # the handler returned; its outcome is being persisted
+    RELEASED = "released"  # given back at shutdown: nothing of it may be persisted
+
+
+@dataclass(eq=False)
+class Run:
+    """A claimed job on its way through the executor and the completer.
+
+    Identity is the object (``eq=False``); the worker keys runs by
+    :attr:`fence`, ``(job id, run number)``, because one job can be in a
+    worker twice (run n still running after an operator release, run n+1
+    reclaimed).
+    """
+
+    job: ClaimedJob
+    ctx: JobContext
+    task_type: type[Task] | None = None
+    task: Task | None = None
+    params: FinishParams | None = None
+    failed: bool = False  # the handler raised: its session work must be rolled back
+    duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
+    state: RunState = field(default=RunState.QUEUED)
+
+    @property
+    def fence(self) -> Fence:
+        return self.job.fence
+
+    @property
+    def released(self) -> bool:
+        return self.state is RunState.RELEASED
