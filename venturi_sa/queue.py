@@ -11,8 +11,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from venturi_sa import enqueue as enqueueing
-from venturi_sa import introspection
 from venturi_sa.models import JobBase, Models
+from venturi_sa.ops import admin, cleanup, history, stats
+from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
 from venturi_sa.outcomes import RunOutcome
 from venturi_sa.task import EmptyPayload, Registry, Task, task
 from venturi_sa.worker.context import JobContext
@@ -66,45 +67,45 @@ class Queue:
                                        priority=priority,
                                        delay=delay, run_at=run_at)
 
-    # -- operating the queue: introspection, retention, admin (venturi_sa/introspection.py) --
+    # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.
 
-    def get_job(self, engine: Engine, job_id: str) -> introspection.JobInfo:
+    def get_job(self, engine: Engine, job_id: str) -> JobInfo:
         """The job's current row; raises ``JobNotFound`` if there is none."""
-        return introspection.get_job(self.models, engine, job_id)
+        return history.get_job(self.models, engine, job_id)
 
-    def journal(self, engine: Engine, job_id: str) -> list[introspection.JournalInfo]:
+    def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:
         """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
-        return introspection.journal(self.models, engine, job_id)
+        return history.journal(self.models, engine, job_id)
 
     def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
                 finished_after: datetime | None = None, finished_before: datetime | None = None,
-                limit: int = 50, cursor: str | None = None) -> introspection.Page:
-        """Jobs newest first, keyset-paged by an opaque ``cursor`` (see :func:`introspection.history`)."""
-        return introspection.history(self.models, engine, status=status, kind=kind,
-                                     finished_after=finished_after, finished_before=finished_before,
-                                     limit=limit, cursor=cursor)
+                limit: int = 50, cursor: str | None = None) -> Page:
+        """Jobs newest first, keyset-paged by an opaque ``cursor`` (see :func:`venturi_sa.ops.history.history`)."""
+        return history.history(self.models, engine, status=status, kind=kind,
+                               finished_after=finished_after, finished_before=finished_before,
+                               limit=limit, cursor=cursor)
 
-    def stats(self, engine: Engine) -> introspection.Stats:
+    def stats(self, engine: Engine) -> Stats:
         """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
-        return introspection.stats(self.models, engine)
+        return stats.stats(self.models, engine)
 
     def cleanup(self, engine: Engine, *, before: datetime | None = None, older_than: timedelta | None = None,
                 status: str | Sequence[str] | None = None, kind: str | None = None, batch_size: int = 1000,
                 dry_run: bool = False, progress: Callable[[int], None] | None = None) -> int:
         """Delete terminal jobs finished before the cutoff in short batches; returns the count."""
-        return introspection.cleanup(self.models, engine, before=before, older_than=older_than,
-                                     status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
-                                     progress=progress)
+        return cleanup.cleanup(self.models, engine, before=before, older_than=older_than,
+                               status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
+                               progress=progress)
 
-    def requeue(self, engine: Engine, job_id: str, note: str | None = None) -> introspection.JobInfo:
+    def requeue(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return introspection.requeue(self.models, engine, job_id, note)
+        return admin.requeue(self.models, engine, job_id, note)
 
-    def kill(self, engine: Engine, job_id: str, note: str | None = None) -> introspection.JobInfo:
+    def kill(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``pending`` -> ``dead``; journaled."""
-        return introspection.kill(self.models, engine, job_id, note)
+        return admin.kill(self.models, engine, job_id, note)
 
-    def release(self, engine: Engine, job_id: str, note: str | None = None) -> introspection.JobInfo:
+    def release(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
-        return introspection.release(self.models, engine, job_id, note)
+        return admin.release(self.models, engine, job_id, note)

@@ -12,7 +12,7 @@ from factories import db_now
 from ops_support import factory_session
 
 from venturi_sa import InvalidOption, JobNotFound, Queue
-from venturi_sa.introspection import encode_cursor
+from venturi_sa.ops.history import encode_cursor
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import queue_options
 from venturi_sa.cli.output import emit_json, fields, table
-from venturi_sa.introspection import JobInfo, JournalInfo
+from venturi_sa.ops.records import JobInfo, JournalInfo
 from venturi_sa.states import STATUSES
 
 LIST_COLUMNS = ("id", "kind", "status", "priority", "run_count", "failure_count", "created_at", "finished_at")

@@ -12,7 +12,7 @@ from venturi_sa.cli.durations import Duration, format_duration
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import queue_options
 from venturi_sa.cli.output import emit_json, table
-from venturi_sa.introspection import Stats
+from venturi_sa.ops.records import Stats
 from venturi_sa.states import TERMINAL
 
 COUNT_COLUMNS = ("eligible", "scheduled", "claimed", "completed", "dead", "total")

@@ -1,9 +1,11 @@
 """Operator actions on one job: requeue, kill, release.  Each is one guarded transition.
 
-The caller's transaction first locks the row (``SELECT … FOR UPDATE``), checks
-its status, then updates it with the expected status repeated in the
-``WHERE`` clause and appends one journal row carrying the operator's note
-(``run_no`` = the job's current ``run_count``).  Nothing here commits.
+:func:`apply` locks the row (``SELECT … FOR UPDATE``) in the caller's
+transaction, checks its status, then updates it with the expected status
+repeated in the ``WHERE`` clause and appends one journal row carrying the
+operator's note (``run_no`` = the job's current ``run_count``).  Nothing here
+commits: on rollback neither the change nor its journal row exists, and the
+row lock is held until the caller's transaction ends.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
 from venturi_sa.states import TRANSITIONS, Outcome, Status
 from venturi_sa.storage.history import job_columns
+from venturi_sa.storage.params import Runner
 
 
 def _select(*columns: Any) -> sa.Select[Any]:
@@ -52,19 +54,30 @@ RELEASE = AdminAction(name="release", verb="released", from_status=Status.CLAIME
 
 @dataclass(frozen=True, kw_only=True)
 class AdminParams:
+    """Apply ``action`` to one job; ``note`` is the operator's, appended to the journal note."""
+
     job_id: str
     action: AdminAction
     note: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class AdminResult:
+    """What :func:`apply` found and did.
+
+    ``job`` is None when there is no such job.  Otherwise ``applied`` says
+    whether the transition happened; ``job`` is the row afterwards when it
+    did, and the row as found (its status forbade the action) when not.
+    """
+
+    job: sa.Row[Any] | None
+    applied: bool = False
+
+
 def lock_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    """The whole row, locked ``FOR UPDATE`` (waits for a worker's outcome write in progress)."""
     job = models.Job
-    return _select(job.id, job.kind, job.status, job.run_count).where(job.id == job_id).with_for_update()
-
-
-def lock_job(models: Models, session: Session, job_id: str) -> sa.Row[Any] | None:
-    """Lock the job's row for the rest of the transaction; None if there is no such job."""
-    return session.execute(lock_statement(models, job_id)).first()
+    return _select(*job_columns(models)).where(job.id == job_id).with_for_update()
 
 
 def _values(action: AdminAction) -> dict[str, Any]:
@@ -84,14 +97,25 @@ def journal_note(action: AdminAction, note: str | None) -> str:
     return f"{head}: {note}" if note else head
 
 
-def apply(models: Models, session: Session, params: AdminParams) -> sa.Row[Any] | None:
-    """Apply the transition if the row still has ``from_status``; returns the new row or None.
+def apply(models: Models, runner: Runner, params: AdminParams) -> AdminResult:
+    """Lock the row, and apply the transition if it has the action's ``from_status``.
 
-    Writes the journal row only when the row changed.  The caller commits.
+    Writes the journal row only when the row changed.  The caller commits;
+    a refused action changes nothing (the row stays locked until the caller's
+    transaction ends).
     """
+    current = runner.execute(lock_statement(models, params.job_id)).first()
+    if current is None or current.status != params.action.from_status.value:
+        return AdminResult(job=current)
+    row = _transition(models, runner, params)
+    return AdminResult(job=row if row is not None else current, applied=row is not None)
+
+
+def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[Any] | None:
+    """The guarded UPDATE and its journal row; None (nothing written) if the status guard fails."""
     job = models.Job
     action = params.action
-    row = session.execute(
+    row = runner.execute(
         sa.update(job)
         .where(job.id == params.job_id, job.status == action.from_status.value)
         .values(_values(action))
@@ -100,7 +124,7 @@ def apply(models: Models, session: Session, params: AdminParams) -> sa.Row[Any] 
     ).first()
     if row is None:
         return None
-    session.execute(sa.insert(models.JournalEntry).values(
+    runner.execute(sa.insert(models.JournalEntry).values(
         job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
         note=journal_note(action, params.note), attachment=None))
     return row

@@ -69,18 +69,30 @@ class Backend(Protocol):
     def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
         """The oldest pending job of a kind and dedup key, locked for the merge."""
 
-    # -- operations --------------------------------------------------------------------
+    # -- operations (read-only unless stated; the caller's transaction decides) ------
+    def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        """One job's row, without locking it; None if there is no such job."""
+
+    def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
+        """One job's journal, oldest first (empty both for no entries and for no such job)."""
+
     def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
         """One keyset page of jobs, newest first (``limit + 1`` rows to tell if more follow)."""
 
     def stats(self, runner: Runner, params: stats.StatsParams) -> stats.StatsRows:
         """Counts by status and kind, eligible and scheduled pending, expired leases."""
 
-    def cleanup_batch(self, runner: Runner, params: cleanup.CleanupParams) -> tuple[int, datetime | None]:
-        """Delete one bounded batch of terminal jobs; returns (count, newest finished_at)."""
+    def cleanup_cutoff(self, runner: Runner, params: cleanup.CutoffParams) -> datetime:
+        """``now() - older_than`` on the database clock."""
 
-    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> sa.Row[Any] | None:
-        """Apply one guarded operator transition and journal it; None if the status forbids it."""
+    def cleanup_count(self, runner: Runner, params: cleanup.CleanupParams) -> int:
+        """How many terminal jobs a cleanup with ``params`` would delete now (the dry run)."""
+
+    def cleanup_batch(self, runner: Runner, params: cleanup.CleanupParams) -> tuple[int, datetime | None]:
+        """Delete one bounded batch of terminal jobs, skipping locked rows; (count, newest finished_at)."""
+
+    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
+        """Lock the job, apply one operator transition if its status allows, and journal it."""
 
 
 class SqlAlchemyBackend:
@@ -116,16 +128,28 @@ class SqlAlchemyBackend:
     def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
         return enqueue.oldest_pending_sibling(self.models, session, params)
 
+    def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        return history.fetch_job(self.models, runner, params)
+
+    def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
+        return history.fetch_journal(self.models, runner, params)
+
     def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
         return history.fetch_history(self.models, runner, params)
 
     def stats(self, runner: Runner, params: stats.StatsParams) -> stats.StatsRows:
         return stats.read_stats(self.models, runner, params)
 
+    def cleanup_cutoff(self, runner: Runner, params: cleanup.CutoffParams) -> datetime:
+        return cleanup.db_cutoff(runner, params)
+
+    def cleanup_count(self, runner: Runner, params: cleanup.CleanupParams) -> int:
+        return cleanup.count_matching(self.models, runner, params)
+
     def cleanup_batch(self, runner: Runner, params: cleanup.CleanupParams) -> tuple[int, datetime | None]:
         return cleanup.delete_batch(self.models, runner, params)
 
-    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> sa.Row[Any] | None:
+    def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         return admin.apply(self.models, runner, params)
 
 

@@ -3,7 +3,9 @@
 Only ``completed`` and ``dead`` rows are ever matched (the status predicate
 is always present, whatever the caller filters on), so live rows are never
 touched.  Journal rows go with their job by ``ON DELETE CASCADE`` (served
-by ``_journal_job``).  Each batch is meant to be its own short transaction.
+by ``_journal_job``).  Each batch is meant to be its own short transaction:
+nothing here commits, a rolled-back batch deletes nothing, and the rows a
+batch locks stay locked until the caller's transaction ends.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningDelete
 
 from venturi_sa.models import Models
 from venturi_sa.states import TERMINAL
+from venturi_sa.storage.params import Runner
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,10 +40,17 @@ class CleanupParams:
     floor: datetime | None = None
 
 
-def db_cutoff(session: Session, older_than: timedelta) -> datetime:
-    """``now() - older_than`` on the database clock."""
-    value: datetime = session.execute(
-        sa.select(sa.func.now() - sa.literal(older_than, sa.Interval))).scalar_one()
+@dataclass(frozen=True, kw_only=True)
+class CutoffParams:
+    """A cutoff relative to the database clock: ``now() - older_than``."""
+
+    older_than: timedelta
+
+
+def db_cutoff(runner: Runner, params: CutoffParams) -> datetime:
+    """``now() - older_than`` on the database clock (read once; pass it on in :class:`CleanupParams`)."""
+    value: datetime = runner.execute(
+        sa.select(sa.func.now() - sa.literal(params.older_than, sa.Interval))).scalar_one()
     return value
 
 
@@ -93,15 +102,16 @@ def count_statement(models: Models, params: CleanupParams) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(models.Job).where(*_where(models, params))
 
 
-def delete_batch(models: Models, session: Session, params: CleanupParams) -> tuple[int, datetime | None]:
-    """Delete up to ``batch_size`` matching rows in ``session``; the caller commits.
+def delete_batch(models: Models, runner: Runner, params: CleanupParams) -> tuple[int, datetime | None]:
+    """Delete up to ``batch_size`` matching rows in ``runner``'s transaction; the caller commits.
 
     Returns how many were deleted and the newest ``finished_at`` among them
     (the next batch's ``floor``).
     """
-    finished = list(session.execute(delete_batch_statement(models, params)).scalars())
+    finished = list(runner.execute(delete_batch_statement(models, params)).scalars())
     return len(finished), max(finished, default=None)
 
 
-def count_matching(models: Models, session: Session, params: CleanupParams) -> int:
-    return int(session.execute(count_statement(models, params)).scalar_one())
+def count_matching(models: Models, runner: Runner, params: CleanupParams) -> int:
+    """How many rows match ``params`` now, locked ones included; ``batch_size`` does not limit it."""
+    return int(runner.execute(count_statement(models, params)).scalar_one())

@@ -1,7 +1,8 @@
 """Read-only history SQL: one job, its journal timeline, and the keyset-paged listing.
 
-Every statement here is a plain ``SELECT`` without locks; builders are public
-so tests can ``EXPLAIN`` exactly the query the API runs.
+Every statement here is a plain ``SELECT`` without locks, so it never waits
+on a worker or an operator; builders are public so tests can ``EXPLAIN``
+exactly the query the API runs.  Nothing here commits.
 """
 
 from __future__ import annotations
@@ -12,9 +13,16 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
+from venturi_sa.storage.params import Runner
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobParams:
+    """One job by id (its row, or its journal)."""
+
+    job_id: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,13 +82,16 @@ def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
     return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(params.limit + 1)
 
 
-def fetch_job(models: Models, session: Session, job_id: str) -> sa.Row[Any] | None:
-    return session.execute(job_statement(models, job_id)).first()
+def fetch_job(models: Models, runner: Runner, params: JobParams) -> sa.Row[Any] | None:
+    """The job's row, or None if there is no such job."""
+    return runner.execute(job_statement(models, params.job_id)).first()
 
 
-def fetch_journal(models: Models, session: Session, job_id: str) -> Sequence[sa.Row[Any]]:
-    return session.execute(journal_statement(models, job_id)).all()
+def fetch_journal(models: Models, runner: Runner, params: JobParams) -> Sequence[sa.Row[Any]]:
+    """The job's journal rows in ``id`` order (empty for an unknown job: the caller tells them apart)."""
+    return runner.execute(journal_statement(models, params.job_id)).all()
 
 
-def fetch_history(models: Models, session: Session, params: HistoryParams) -> Sequence[sa.Row[Any]]:
-    return session.execute(history_statement(models, params)).all()
+def fetch_history(models: Models, runner: Runner, params: HistoryParams) -> Sequence[sa.Row[Any]]:
+    """One page plus at most one extra row (see :func:`history_statement`)."""
+    return runner.execute(history_statement(models, params)).all()

@@ -7,6 +7,8 @@ counts share one snapshot and one ``now()``:
 - pending by kind split at ``now()``, with the oldest eligible ``visible_at``:
   the partial ``_jobs_visible (kind, visible_at) WHERE status = 'pending'``;
 - expired leases by kind: the partial ``_jobs_lease WHERE status = 'claimed'``.
+
+Nothing here locks or commits.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
+from venturi_sa.storage.params import Runner
 
 
 def _select(*columns: Any) -> sa.Select[Any]:
@@ -29,7 +31,18 @@ def _select(*columns: Any) -> sa.Select[Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StatsParams:
+    """Options of a stats read.  There are none yet: stats always cover the whole queue.
+
+    The verb takes this object anyway so that every Backend verb has the same
+    shape, and a filter can be added later without changing the signature.
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
 class PendingRow:
+    """Pending jobs of one kind, split at ``now()``; the age is ``now() - min(visible_at)`` of the eligible."""
+
     kind: str
     eligible: int
     scheduled: int
@@ -38,7 +51,7 @@ class PendingRow:
 
 @dataclass(frozen=True, kw_only=True)
 class StatsRows:
-    """Raw aggregates as read; :mod:`venturi_sa.introspection` shapes them."""
+    """Raw aggregates as read, all at ``as_of``; :mod:`venturi_sa.ops.stats` shapes them."""
 
     as_of: datetime
     counts: Sequence[tuple[str, str, int]]  # (status, kind, count)
@@ -98,13 +111,17 @@ def expired_statement(models: Models) -> sa.Select[Any]:
     )
 
 
-def read_stats(models: Models, session: Session) -> StatsRows:
-    """Run the three aggregates in ``session`` (the caller picks the isolation level)."""
-    as_of = session.execute(_select(sa.func.now())).scalar_one()
-    counts = [(r[0], r[1], int(r[2])) for r in session.execute(counts_statement(models))]
+def read_stats(models: Models, runner: Runner, params: StatsParams) -> StatsRows:
+    """Run the three aggregates in ``runner``'s transaction.
+
+    The caller picks the isolation level: under REPEATABLE READ all three
+    share one snapshot (and ``now()`` is the transaction's start either way).
+    """
+    as_of = runner.execute(_select(sa.func.now())).scalar_one()
+    counts = [(r[0], r[1], int(r[2])) for r in runner.execute(counts_statement(models))]
     pending = [
         PendingRow(kind=r[0], eligible=int(r[1]), scheduled=int(r[2]), oldest_eligible_age=r[3])
-        for r in session.execute(pending_statement(models))
+        for r in runner.execute(pending_statement(models))
     ]
-    expired = [(r[0], int(r[1])) for r in session.execute(expired_statement(models))]
+    expired = [(r[0], int(r[1])) for r in runner.execute(expired_statement(models))]
     return StatsRows(as_of=as_of, counts=counts, pending=pending, expired=expired)

@@ -1,0 +1,20 @@
+"""Operating a queue: look at it (jobs, journals, history, stats), clean it up, act on one job.
+
+One module per responsibility: :mod:`~venturi_sa.ops.history` (one job, its
+journal, keyset-paged listings), :mod:`~venturi_sa.ops.stats`,
+:mod:`~venturi_sa.ops.cleanup` (retention), :mod:`~venturi_sa.ops.admin`
+(requeue, kill, release), the records they return
+(:mod:`~venturi_sa.ops.records`) and the short transaction they all run in
+(:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
+opens its own short transactions, never the application's session; all SQL
+goes through the storage seam (:func:`venturi_sa.storage.backend.backend_for`).
+The :class:`~venturi_sa.Queue` methods of the same names are the public entry
+points.  Only the records are re-exported here, so ``venturi_sa.ops.history``
+and friends always name the modules, never a function of the same name.
+"""
+
+from __future__ import annotations
+
+from venturi_sa.ops.records import KIND_KEYS, JobInfo, JournalInfo, Page, Stats
+
+__all__ = ["KIND_KEYS", "JobInfo", "JournalInfo", "Page", "Stats"]

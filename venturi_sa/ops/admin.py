@@ -1,0 +1,60 @@
+"""Operator actions on one job: requeue a dead job, kill a pending one, release a claimed one.
+
+Each action is one short transaction that locks the job's row, checks its
+status, changes it and appends one journal row with the operator's note.  On
+commit both the change and its journal row exist; a refused action (unknown
+job, or a status the action does not apply to) or any error rolls back and
+changes nothing; a crash before commit leaves the job as it was.  A worker still running a released
+job finds its fence broken and its outcome is discarded.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from venturi_sa.errors import InvalidTransition
+from venturi_sa.models import Models
+from venturi_sa.ops.history import job_not_found
+from venturi_sa.ops.records import JobInfo
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.states import Status
+from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
+from venturi_sa.storage.backend import backend_for
+
+_HINTS = {
+    Status.PENDING.value: "kill stops a pending job",
+    Status.CLAIMED.value: "release returns a claimed job whose worker is gone",
+    Status.DEAD.value: "requeue runs a dead job again",
+    Status.COMPLETED.value: "a completed job is final",
+}
+
+
+def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
+           note: str | None) -> JobInfo:
+    """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
+    params = AdminParams(job_id=job_id, action=action, note=note)
+    with short_transaction(models, engine) as session:
+        result = backend_for(models).admin_apply(session, params)
+        if result.job is None:
+            raise job_not_found(models, job_id)
+        if not result.applied:
+            status = result.job.status
+            raise InvalidTransition(
+                f"cannot {action.name} job {job_id}: it is {status}, and {action.name} "
+                f"applies only to {action.from_status.value} jobs ({_HINTS[status]})")
+        return JobInfo(**result.job._mapping)
+
+
+def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+    """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``."""
+    return _admin(models, engine, job_id, REQUEUE, note)
+
+
+def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+    """``pending`` → ``dead`` with ``finished_at`` set; journaled ``dead``."""
+    return _admin(models, engine, job_id, KILL, note)
+
+
+def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+    """``claimed`` → ``pending``, visible now, claim cleared, no failure counted; journaled ``released``."""
+    return _admin(models, engine, job_id, RELEASE, note)

@@ -1,0 +1,74 @@
+"""Retention cleanup: delete terminal jobs finished before a cutoff, in short batches.
+
+Each batch is its own transaction: a crash or an error leaves the earlier
+batches deleted (committed) and the current one rolled back, never half
+done, so rerunning the cleanup simply continues.  Only ``completed`` and
+``dead`` rows are ever deleted; live rows are never touched.  Journal rows go
+with their jobs (``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from venturi_sa.errors import InvalidOption
+from venturi_sa.models import Models
+from venturi_sa.ops.options import aware, statuses
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.states import TERMINAL
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
+
+
+def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None,
+            older_than: timedelta | None = None, status: str | Sequence[str] | None = None,
+            kind: str | None = None, batch_size: int = 1000, dry_run: bool = False,
+            progress: Callable[[int], None] | None = None) -> int:
+    """Delete ``completed``/``dead`` jobs finished before the cutoff; returns how many.
+
+    Give exactly one of ``before`` (an aware datetime) or ``older_than``
+    (subtracted from the database clock once, at the start).  Deletes in
+    batches of ``batch_size``, each batch its own transaction, so no lock is
+    held for long; a crash leaves earlier batches deleted and nothing half
+    done.  Journal rows go with their jobs.  Rows locked by someone else
+    are skipped (a later cleanup catches them).  ``progress(total_so_far)``
+    is called after each batch that deleted rows.  ``dry_run`` only counts
+    (in one read-only transaction).  Bad arguments raise ``InvalidOption``
+    before any SQL runs.
+    """
+    chosen = statuses(status, TERMINAL, "cleanup (only terminal statuses may be deleted)")
+    if (before is None) == (older_than is None):
+        raise InvalidOption("cleanup needs exactly one of before= or older_than=")
+    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
+        raise InvalidOption(f"older_than must be a non-negative timedelta, got {older_than!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidOption(f"cleanup batch_size must be a positive integer, got {batch_size!r}")
+    cutoff = aware("before", before)
+    backend = backend_for(models)
+    if cutoff is None:
+        with short_transaction(models, engine) as session:
+            cutoff = backend.cleanup_cutoff(session, CutoffParams(older_than=older_than or timedelta(0)))
+    params = CleanupParams(cutoff=cutoff, statuses=chosen, kind=kind, batch_size=batch_size)
+    if dry_run:
+        with short_transaction(models, engine) as session:
+            return backend.cleanup_count(session, params)
+    return _delete_in_batches(models, engine, params, progress)
+
+
+def _delete_in_batches(models: Models, engine: sa.Engine, params: CleanupParams,
+                       progress: Callable[[int], None] | None) -> int:
+    """Commit one batch at a time until a batch comes back short; returns the total deleted."""
+    backend, total = backend_for(models), 0
+    while True:
+        with short_transaction(models, engine) as session:
+            deleted, newest = backend.cleanup_batch(session, params)
+        params = replace(params, floor=newest or params.floor)
+        total += deleted
+        if deleted and progress is not None:
+            progress(total)
+        if deleted < params.batch_size:
+            return total

@@ -1,0 +1,109 @@
+"""Reading a queue's history: one job, its journal timeline, and keyset-paged listings.
+
+Every function opens one short read-only transaction on the engine (see
+:mod:`venturi_sa.ops.transaction`) and takes no locks, so it never waits on
+a worker or blocks one.  What it returns is a snapshot: the rows may change
+as soon as the transaction ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from venturi_sa.errors import InvalidOption, JobNotFound
+from venturi_sa.models import Models
+from venturi_sa.ops.options import aware, statuses
+from venturi_sa.ops.records import JobInfo, JournalInfo, Page
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.states import STATUSES
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.history import HistoryParams, JobParams
+
+MAX_PAGE = 1000
+"""The largest history page one call returns."""
+
+
+def job_not_found(models: Models, job_id: str) -> JobNotFound:
+    """The error for a job id the queue does not hold (never existed, or cleaned up)."""
+    return JobNotFound(f"no job with id {job_id!r} in queue {models.prefix!r}")
+
+
+def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
+    """The job's current row; raises ``JobNotFound`` if there is none."""
+    with short_transaction(models, engine) as session:
+        row = backend_for(models).job_row(session, JobParams(job_id=job_id))
+    if row is None:
+        raise job_not_found(models, job_id)
+    return JobInfo(**row._mapping)
+
+
+def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]:
+    """The job's journal, oldest entry first; ``JobNotFound`` if the job does not exist.
+
+    The entries and the existence check are read in the same transaction.
+    """
+    backend, params = backend_for(models), JobParams(job_id=job_id)
+    with short_transaction(models, engine) as session:
+        rows = backend.journal_rows(session, params)
+        if not rows and backend.job_row(session, params) is None:
+            raise job_not_found(models, job_id)
+    return [JournalInfo(**r._mapping) for r in rows]
+
+
+# -- history cursors ------------------------------------------------------------------
+
+_BAD_CURSOR = "invalid history cursor {!r}: pass a next_cursor exactly as a previous page returned it"
+
+
+def encode_cursor(created_at: datetime, job_id: str) -> str:
+    """An opaque cursor: urlsafe base64 of ``[created_at ISO 8601, id]``."""
+    raw = json.dumps([created_at.isoformat(), job_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """Inverse of :func:`encode_cursor`; a malformed cursor raises ``InvalidOption``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, job_id = json.loads(raw)
+        when = datetime.fromisoformat(created)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise InvalidOption(_BAD_CURSOR.format(cursor)) from exc
+    if when.tzinfo is None or not isinstance(job_id, str):
+        raise InvalidOption(_BAD_CURSOR.format(cursor))
+    return when, job_id
+
+
+# -- history listing ----------------------------------------------------------------------
+
+def history(models: Models, engine: sa.Engine, *, status: str | Sequence[str] | None = None,
+            kind: str | None = None, finished_after: datetime | None = None,
+            finished_before: datetime | None = None, limit: int = 50,
+            cursor: str | None = None) -> Page:
+    """Jobs newest first by ``(created_at, id)``, keyset-paged (never OFFSET).
+
+    Pages are stable while jobs are added: a later page continues strictly
+    after the previous page's last row, so nothing repeats or is skipped
+    among jobs that existed at the first page (jobs enqueued since appear
+    only on a new first page).  ``finished_after`` is inclusive,
+    ``finished_before`` exclusive; an empty status sequence means any.
+    Bad arguments raise ``InvalidOption`` before any SQL runs.
+    """
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidOption(f"history limit must be between 1 and {MAX_PAGE}, got {limit!r}")
+    params = HistoryParams(
+        statuses=statuses(status, STATUSES, "history"), kind=kind,
+        finished_after=aware("finished_after", finished_after),
+        finished_before=aware("finished_before", finished_before),
+        limit=limit, after=decode_cursor(cursor) if cursor is not None else None)
+    with short_transaction(models, engine) as session:
+        rows = backend_for(models).history_page(session, params)
+    items = [JobInfo(**r._mapping) for r in rows[:limit]]
+    more = len(rows) > limit
+    return Page(items=items, next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None)

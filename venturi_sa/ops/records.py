@@ -1,0 +1,115 @@
+"""The plain data the operations return: job and journal snapshots, history pages, stats.
+
+Every record is a frozen dataclass built from rows already read, so it is
+safe to keep, share between threads and serialize after the transaction that
+read it has ended; nothing here touches the database.  ``as_dict()`` gives a
+JSON-friendly form (times as ISO 8601 strings, durations in seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with datetimes as ISO 8601 strings and timedeltas as seconds (dicts recursively)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A snapshot of one ``<prefix>_jobs`` row."""
+
+    id: str
+    kind: str
+    payload: Any
+    priority: int
+    status: str
+    created_at: datetime
+    visible_at: datetime
+    claim_expires_at: datetime | None
+    claimed_by: str | None
+    finished_at: datetime | None
+    run_count: int
+    failure_count: int
+    carry: Any
+    dedup_key: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly: times as ISO 8601 strings."""
+        return {k: jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class JournalInfo:
+    """One ``<prefix>_journal`` row: what one run (or admin action) recorded."""
+
+    id: int
+    job_id: str
+    kind: str
+    run_no: int
+    recorded_at: datetime
+    outcome: str
+    note: str | None
+    attachment: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly: ``recorded_at`` as an ISO 8601 string."""
+        return {k: jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of history; pass ``next_cursor`` back to get the next (None: last page)."""
+
+    items: list[JobInfo]
+    next_cursor: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly: the items' ``as_dict()`` and the cursor."""
+        return {"items": [j.as_dict() for j in self.items], "next_cursor": self.next_cursor}
+
+
+KIND_KEYS = ("total", "pending", "eligible", "scheduled", "claimed", "expired_leases",
+             "completed", "dead")
+"""The keys of every ``Stats.by_kind[kind]`` mapping."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Queue counts read in one snapshot at ``as_of`` (the database clock).
+
+    ``eligible`` pending jobs have ``visible_at <= as_of``; ``scheduled``
+    ones are due later.  ``in_flight`` is the ``claimed`` count, of which
+    ``expired_leases`` have ``claim_expires_at < as_of`` (awaiting recovery).
+    ``by_kind[kind]`` has the keys of :data:`KIND_KEYS`.
+    """
+
+    as_of: datetime
+    total: int
+    by_status: dict[str, int]
+    by_kind: dict[str, dict[str, int]]
+    pending: int
+    eligible: int
+    scheduled: int
+    in_flight: int
+    expired_leases: int
+    completed: int
+    dead: int
+    oldest_eligible_age: timedelta | None
+    oldest_eligible_age_by_kind: dict[str, timedelta] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""
+        data = {k: jsonable(v) for k, v in asdict(self).items()}
+        data["oldest_eligible_age_seconds"] = data.pop("oldest_eligible_age")
+        data["oldest_eligible_age_seconds_by_kind"] = data.pop("oldest_eligible_age_by_kind")
+        return data

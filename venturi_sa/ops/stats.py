@@ -1,0 +1,59 @@
+"""Queue statistics on demand: counts by status and kind, read in one snapshot.
+
+:func:`stats` opens one short REPEATABLE READ transaction, so every count
+(and ``as_of``, the database clock at its start) describes the same moment
+even while workers commit.  It only reads and takes no locks; a crash or an
+error leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from venturi_sa.models import Models
+from venturi_sa.ops.records import KIND_KEYS, Stats
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.states import STATUSES, Status
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.stats import StatsParams, StatsRows
+
+
+def stats(models: Models, engine: sa.Engine) -> Stats:
+    """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait."""
+    with short_transaction(models, engine, "REPEATABLE READ") as session:
+        raw = backend_for(models).stats(session, StatsParams())
+    return shape_stats(raw)
+
+
+def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:
+    """``kind -> {KIND_KEYS...}``: every kind that has any row, with zeros filled in."""
+    by_kind: dict[str, dict[str, int]] = {}
+
+    def row(kind: str) -> dict[str, int]:
+        return by_kind.setdefault(kind, dict.fromkeys(KIND_KEYS, 0))
+
+    for status, kind, n in raw.counts:
+        row(kind)[status] += n
+        row(kind)["total"] += n
+    for p in raw.pending:
+        row(p.kind).update(eligible=p.eligible, scheduled=p.scheduled)
+    for kind, n in raw.expired:
+        row(kind)["expired_leases"] = n
+    return dict(sorted(by_kind.items()))
+
+
+def shape_stats(raw: StatsRows) -> Stats:
+    """The :class:`Stats` record for raw aggregates (totals are sums over kinds)."""
+    by_kind = _by_kind(raw)
+    ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
+    by_status = {s: sum(k[s] for k in by_kind.values()) for s in STATUSES}
+
+    def total(key: str) -> int:
+        return sum(k[key] for k in by_kind.values())
+
+    return Stats(
+        as_of=raw.as_of, total=total("total"), by_status=by_status, by_kind=by_kind,
+        pending=by_status[Status.PENDING.value], eligible=total("eligible"), scheduled=total("scheduled"),
+        in_flight=by_status[Status.CLAIMED.value], expired_leases=total("expired_leases"),
+        completed=by_status[Status.COMPLETED.value], dead=by_status[Status.DEAD.value],
+        oldest_eligible_age=max(ages.values()) if ages else None, oldest_eligible_age_by_kind=ages)

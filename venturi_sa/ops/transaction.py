@@ -1,0 +1,43 @@
+"""The short transactions the operations run in: never the application's session.
+
+Each operation opens its own ``Session`` on the given ``Engine`` for as long
+as one read or one write takes, so it never holds locks while anything else
+runs.  On success the transaction commits; on any error it rolls back and
+nothing it did remains; if the process dies mid-way, PostgreSQL rolls the
+open transaction back when the connection drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.errors import SchemaNotMigrated
+from venturi_sa.models import Models
+
+_UNDEFINED_TABLE, _UNDEFINED_COLUMN = "42P01", "42703"
+
+
+@contextmanager
+def short_transaction(models: Models, engine: sa.Engine, isolation: str | None = None) -> Iterator[Session]:
+    """A Session in its own transaction, committed on exit and rolled back on any error.
+
+    ``isolation`` (e.g. ``"REPEATABLE READ"``) applies to this transaction
+    only.  A missing table or column (the queue is not migrated, or is at an
+    older version) becomes :class:`~venturi_sa.SchemaNotMigrated` naming the
+    command that fixes it.
+    """
+    bind: sa.Engine = engine.execution_options(isolation_level=isolation) if isolation else engine
+    try:
+        with Session(bind) as session, session.begin():
+            yield session
+    except sa.exc.ProgrammingError as exc:
+        if getattr(exc.orig, "pgcode", None) in (_UNDEFINED_TABLE, _UNDEFINED_COLUMN):
+            raise SchemaNotMigrated(
+                f"queue {models.prefix!r} is not migrated (or is at an older version): "
+                f"run `venturi migrate --prefix {models.prefix}` or "
+                f"alembic_venturi.upgrade(engine, {models.prefix!r})") from exc
+        raise
