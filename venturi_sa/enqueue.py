@@ -193,7 +193,8 @@ def enqueue_many(
     if not prepared:
         return []
     backend = backend_for(models)
-    siblings = _decide(models, backend, session, prepared) if any(p.dedup_key for p in prepared) else {}
+    deduplicated = any(p.dedup_key is not None for p in prepared)
+    siblings = _decide(models, backend, session, prepared) if deduplicated else {}
     return _write(models, backend, session, prepared, siblings, when, notify)
 
 

@@ -156,7 +156,10 @@ def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Eng
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors_seen.append(exc)
 
-    waiting = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    key = dedup_lock_key(backend.models.prefix, "k", "one") & 0xFFFF_FFFF_FFFF_FFFF
+    waiting = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                      " AND classid::text::bigint = :hi AND objid::text::bigint = :lo AND objsubid = 1"
+                      ).bindparams(hi=key >> 32, lo=key & 0xFFFF_FFFF)
     with Session(engine) as first:
         backend.lock_dedup(first, params)
         thread = threading.Thread(target=second)
