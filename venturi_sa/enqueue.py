@@ -1,15 +1,20 @@
-"""Enqueue: validate tasks, then add them to the caller's Session.
+"""Enqueue: validate tasks, decide every merge, then write to the caller's Session.
 
 Enqueue never commits and never opens a connection of its own: the jobs,
 any dedup merges and the wake-up ``NOTIFY`` all ride the caller's
-transaction.  Commit publishes them; rollback leaves no trace.  Everything is
-validated before anything is added, so a bad task leaves the session as it was.
+transaction.  Commit publishes them; rollback leaves no trace.  An enqueue
+call works in two phases: it first validates every task and decides every
+merge in memory (reading merge targets but changing nothing), and only then
+writes.  So a bad task, a failing ``merge()`` or a merged payload that fails
+its schema raises with the session as it was.  All SQL goes through the
+storage seam (:func:`venturi_sa.storage.backend.backend_for`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,13 +25,21 @@ from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id
 from venturi_sa.outcomes import Coalesce, Independent
-from venturi_sa.storage import enqueue as sql
+from venturi_sa.storage.backend import Backend, backend_for
+from venturi_sa.storage.enqueue import (
+    DedupLockParams,
+    InsertParams,
+    MergeTargetParams,
+    MergeWrite,
+    NewJob,
+    RecordMergesParams,
+)
 from venturi_sa.task import Registry, Task, check_priority
 
 
 @dataclass(frozen=True)
 class When:
-    """When new jobs become eligible: now, after ``delay``, or at ``run_at``."""
+    """When new jobs become eligible: at the enqueue call, ``delay`` after it, or at ``run_at``."""
 
     delay: timedelta | None = None
     run_at: datetime | None = None
@@ -47,22 +60,18 @@ class When:
                 )
         return cls(delay=delay or None, run_at=run_at)
 
-    def visible_at(self) -> Any:
-        if self.run_at is not None:
-            return self.run_at
-        if self.delay:
-            return sa.func.now() + sa.literal(self.delay, sa.Interval)
-        return None  # the column default: now(), equal to created_at
-
 
 @dataclass
 class _Prepared:
+    """One validated task and, once decided, the id of the job it ends up in."""
+
     task: Task
+    kind: str
     payload: Any
     priority: int
     dedup_key: str | None
-    job: JobBase | None = None
-    merged_into: JobBase | None = None
+    job_id: str = field(default_factory=new_job_id)
+    absorbed: bool = False  # coalesced into its key's target: no row of its own
 
 
 def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:
@@ -75,73 +84,87 @@ def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:
     key = task.dedup_key()
     if key is not None and not isinstance(key, str):
         raise InvalidOption(f"{type(task).__name__}.dedup_key() must return str or None, got {key!r}")
-    return _Prepared(task=task, payload=task.stored_payload(), priority=int(tier), dedup_key=key)
+    return _Prepared(task=task, kind=type(task).KIND, payload=task.stored_payload(), priority=int(tier),
+                     dedup_key=key)
 
 
-def _new_job(models: Models, p: _Prepared, when: When) -> JobBase:
-    values: dict[str, Any] = {"id": new_job_id(), "kind": type(p.task).KIND, "payload": p.payload,
-                              "priority": p.priority, "dedup_key": p.dedup_key}
-    visible = when.visible_at()
-    if visible is not None:
-        values["visible_at"] = visible
-    return models.Job(**values)
+@dataclass
+class _Sibling:
+    """The merge target of one ``(kind, key)`` during the decision phase.
 
-
-def _decide(models: Models, session: Session, prepared: list[_Prepared], when: When) -> None:
-    """Find each dedup task's merge target and apply its merge decision (in memory)."""
-    newest: dict[tuple[str, str], JobBase] = {}
-    for p in prepared:
-        kind, key = type(p.task).KIND, p.dedup_key
-        assert key is not None
-        target = newest.get((kind, key)) or sql.oldest_pending_sibling(models, session, kind, key)
-        if target is None:
-            p.job = newest[(kind, key)] = _new_job(models, p, when)
-            continue
-        decision = p.task.merge(target)
-        if isinstance(decision, Coalesce):
-            schema = type(p.task).payload_schema
-            what = f"merged payload of {kind!r}"
-            merged = payloads.dump(schema, payloads.load(schema, decision.payload, what), what)
-            target.payload = merged
-            p.merged_into = p.job = target
-        elif isinstance(decision, Independent):
-            p.job = _new_job(models, p, when)
-        else:
-            raise InvalidOption(
-                f"{type(p.task).__name__}.merge() must return Coalesce(...) or Independent(), got {decision!r}"
-            )
-
-
-BULK_THRESHOLD = 2
-
-
-def _insert_bulk(models: Models, session: Session, prepared: list[_Prepared], when: When,
-                 notify: bool) -> list[JobBase]:
-    """Many plain jobs: one batched ``INSERT ... RETURNING`` and one NOTIFY per kind.
-
-    Uses the ORM's bulk INSERT, which skips the unit of work but still returns
-    persistent ``Job`` objects in the caller's session.
+    ``existing`` is a pending row found in the database; otherwise ``new``
+    is the first new job of this call with that key.  ``payload`` is the
+    target's payload after the merges decided so far (nothing is written yet).
     """
-    rows = [
-        {"id": new_job_id(), "kind": type(p.task).KIND, "payload": p.payload, "priority": p.priority,
-         "visible_at": when.run_at} if when.run_at is not None else
-        {"id": new_job_id(), "kind": type(p.task).KIND, "payload": p.payload, "priority": p.priority}
-        for p in prepared
-    ]
-    jobs = sql.insert_rows(models, session, rows)
-    if notify:
-        sql.notify(session, models.names.channel, [row["kind"] for row in rows])
-    return jobs
+
+    existing: JobBase | None = None
+    new: _Prepared | None = None
+    payload: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def target_id(self) -> str:
+        if self.existing is not None:
+            return self.existing.id
+        assert self.new is not None
+        return self.new.job_id
+
+    def view(self, models: Models) -> JobBase:
+        """A detached stand-in for the target, carrying the payload merged so far.
+
+        ``merge()`` may read (or even mutate) it without touching the session.
+        """
+        if self.existing is not None:
+            columns = {a.key: getattr(self.existing, a.key) for a in sa.inspect(models.Job).column_attrs}
+        else:
+            assert self.new is not None
+            columns = {"id": self.new.job_id, "kind": self.new.kind, "priority": self.new.priority,
+                       "dedup_key": self.new.dedup_key, "status": "pending", "run_count": 0, "failure_count": 0,
+                       "carry": None}
+        return models.Job(**{**columns, "payload": copy.deepcopy(self.payload)})
 
 
-def _wake_workers(models: Models, new_jobs: list[JobBase]) -> None:
-    """Let the first new job of each kind carry that kind's NOTIFY in its INSERT."""
-    seen: set[str] = set()
-    for job in new_jobs:
-        kind = job.kind
-        if kind not in seen:
-            seen.add(kind)
-            job.kind = sql.notifying_kind(models.names.channel, kind)
+def _merged_payload(p: _Prepared, decision: object) -> Any | None:
+    """The validated merged payload of a ``Coalesce``, or None for ``Independent``."""
+    if isinstance(decision, Coalesce):
+        schema = type(p.task).payload_schema
+        what = f"merged payload of {p.kind!r}"
+        return payloads.dump(schema, payloads.load(schema, decision.payload, what), what)
+    if isinstance(decision, Independent):
+        return None
+    raise InvalidOption(
+        f"{type(p.task).__name__}.merge() must return Coalesce(...) or Independent(), got {decision!r}"
+    )
+
+
+def _decide(models: Models, backend: Backend, session: Session, prepared: list[_Prepared]) -> dict[
+        tuple[str, str], _Sibling]:
+    """Lock the dedup keys, find each key's target and decide every merge, writing nothing.
+
+    Later tasks of a key see the payload the earlier ones merged.
+    """
+    keys = [(p.kind, p.dedup_key) for p in prepared if p.dedup_key is not None]
+    backend.lock_dedup(session, DedupLockParams(keys=keys))
+    session.flush()  # this session's own unflushed jobs must be visible to the lookup
+    siblings: dict[tuple[str, str], _Sibling] = {}
+    for p in prepared:
+        if p.dedup_key is None:
+            continue
+        key = (p.kind, p.dedup_key)
+        if key not in siblings:
+            target = backend.find_merge_target(session, MergeTargetParams(kind=p.kind, dedup_key=p.dedup_key))
+            siblings[key] = _Sibling(existing=target, payload=target.payload if target is not None else None)
+        sibling = siblings[key]
+        if sibling.existing is None and sibling.new is None:
+            sibling.new, sibling.payload = p, p.payload
+            continue
+        merged = _merged_payload(p, p.task.merge(sibling.view(models)))
+        if merged is None:
+            continue
+        sibling.payload = merged
+        sibling.notes.append(f"absorbed an enqueue of {p.kind!r} with dedup key {p.dedup_key!r}")
+        p.job_id, p.absorbed = sibling.target_id, True
+    return siblings
 
 
 def enqueue_many(
@@ -158,33 +181,41 @@ def enqueue_many(
     """Add ``tasks`` to ``session`` as jobs and flush; return the job of each task.
 
     A task whose dedup key matches a pending job may be coalesced into it (the
-    returned job is then that existing job).  Nothing is committed: the
-    caller's commit publishes the jobs and wakes workers; rollback discards
-    them.  Raises ``InvalidPayload``/``InvalidOption``/``UnknownKind`` with
-    nothing added to the session.
+    returned job is then that existing job).  ``delay`` counts from this call,
+    on the database clock.  Nothing is committed: the caller's commit
+    publishes the jobs and wakes workers; rollback discards them.  Raises
+    ``InvalidPayload``/``InvalidOption``/``UnknownKind`` (and
+    ``UnsupportedIsolation`` for a dedup task outside READ COMMITTED) with
+    nothing added to or changed in the session.
     """
     when = When.check(delay, run_at)
     prepared = [_prepare(registry, t, priority) for t in tasks]
     if not prepared:
         return []
-    if len(prepared) >= BULK_THRESHOLD and not when.delay and all(p.dedup_key is None for p in prepared):
-        return _insert_bulk(models, session, prepared, when, notify)
-    dedup = [p for p in prepared if p.dedup_key is not None]
-    if dedup:
-        sql.lock_dedup_keys(session, models.prefix, [(type(p.task).KIND, p.dedup_key or "") for p in dedup])
-        _decide(models, session, dedup, when)
-    for p in prepared:
-        if p.job is None:
-            p.job = _new_job(models, p, when)
-    new_jobs = list({id(p.job): p.job for p in prepared if p.merged_into is None and p.job is not None}.values())
-    if notify:
-        _wake_workers(models, new_jobs)
-    sql.insert_jobs(session, new_jobs)
-    merged = [p for p in prepared if p.merged_into is not None]
-    for p in merged:
-        assert p.merged_into is not None
-        sql.journal_merge(models, session, p.merged_into,
-                          f"absorbed an enqueue of {type(p.task).KIND!r} with dedup key {p.dedup_key!r}")
-    if merged:
-        session.flush()
-    return [p.job for p in prepared if p.job is not None]
+    backend = backend_for(models)
+    deduplicated = any(p.dedup_key is not None for p in prepared)
+    siblings = _decide(models, backend, session, prepared) if deduplicated else {}
+    return _write(models, backend, session, prepared, siblings, when, notify)
+
+
+def _write(models: Models, backend: Backend, session: Session, prepared: list[_Prepared],
+           siblings: dict[tuple[str, str], _Sibling], when: When, notify: bool) -> list[JobBase]:
+    """Apply what :func:`_decide` decided: insert the new jobs, then record the merges."""
+    final = {s.new.job_id: s.payload for s in siblings.values() if s.new is not None}
+    fresh = [NewJob(id=p.job_id, kind=p.kind, payload=final.get(p.job_id, p.payload), priority=p.priority,
+                    dedup_key=p.dedup_key)
+             for p in prepared if not p.absorbed]
+    jobs: dict[str, JobBase] = {}
+    if fresh:
+        params = InsertParams(jobs=fresh, delay=when.delay, run_at=when.run_at,
+                              notify_channel=models.names.channel if notify else None)
+        jobs = {job.id: job for job in backend.insert_jobs(session, params)}
+    writes = []
+    for s in siblings.values():
+        target = jobs.setdefault(s.target_id, s.existing) if s.existing is not None else jobs[s.target_id]
+        if s.notes:
+            writes.append(MergeWrite(target=target, payload=s.payload, notes=tuple(s.notes)))
+    if writes:
+        backend.record_merges(session, RecordMergesParams(merges=writes))
+    return [jobs[p.job_id] for p in prepared]
+

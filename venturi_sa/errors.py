@@ -34,6 +34,14 @@ class InvalidOption(VenturiError, ValueError):
     """An enqueue or worker option out of range (priority, delay, run time...)."""
 
 
+class UnsupportedIsolation(InvalidOption):
+    """A dedup enqueue in a transaction stricter than READ COMMITTED.
+
+    Its snapshot predates the dedup lock, so it could not see a sibling that
+    another enqueuer just committed; run it in a READ COMMITTED transaction.
+    """
+
+
 class SchemaNotMigrated(VenturiError):
     """The queue's tables are missing or older than this venturi expects."""
 

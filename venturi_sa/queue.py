@@ -54,7 +54,11 @@ class Queue:
         """Add one job to the caller's ``session`` and flush; never commits.
 
         Commit publishes the job and wakes idle workers; rollback discards it.
-        Read ``job.id`` before the session closes.
+        ``delay`` counts from this call on the database clock.  A task with a
+        dedup key may return an existing pending job instead, and needs a READ
+        COMMITTED transaction (``UnsupportedIsolation`` otherwise).  Bad input
+        raises with the session as it was.  Read ``job.id`` before the session
+        closes.
         """
         return enqueueing.enqueue_many(self.models, self.registry, session, [task], notify=self.notify,
                                        priority=priority,
@@ -62,7 +66,12 @@ class Queue:
 
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None) -> list[JobBase]:
-        """Add many jobs in batched INSERTs and one NOTIFY per kind; never commits."""
+        """Add many jobs in one INSERT (which also sends one NOTIFY per kind); never commits.
+
+        Every task is validated and every dedup merge decided before anything
+        is written, so one bad task or failing ``merge()`` raises with the
+        session as it was.  Commit publishes them all; rollback discards them.
+        """
         return enqueueing.enqueue_many(self.models, self.registry, session, tasks, notify=self.notify,
                                        priority=priority,
                                        delay=delay, run_at=run_at)

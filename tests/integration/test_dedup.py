@@ -165,3 +165,19 @@ def test_eight_concurrent_enqueuers_of_one_key(engine: sa.Engine, models: Any, q
     assert merged == 8 - expected_rows
     if task_type is CollectReasons:  # every enqueue's reason made it into the survivor
         assert sorted(rows[0].payload["reasons"]) == [f"r{n}" for n in range(8)]
+
+
+class EmptyKey(RefreshAccount):
+    """An empty string is a dedup key like any other; only ``None`` never merges."""
+
+    KIND = "empty_key"
+
+    def dedup_key(self) -> str:
+        return ""
+
+
+def test_an_empty_dedup_key_still_deduplicates(engine: sa.Engine, models: Any) -> None:
+    queue = Queue(models, [EmptyKey])
+    ids = enqueue(engine, queue, EmptyKey(account=1), EmptyKey(account=2))
+    ids += enqueue(engine, queue, EmptyKey(account=3))
+    assert len(set(ids)) == 1 and len(pending(engine, models, "empty_key")) == 1

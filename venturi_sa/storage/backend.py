@@ -61,13 +61,16 @@ class Backend(Protocol):
 
     # -- enqueue (the caller's session) -----------------------------------------------
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
-        """Insert new jobs in the caller's session; returns them as session objects."""
+        """Insert new jobs in one round trip (NOTIFY riding it); returns them as session objects."""
 
     def lock_dedup(self, session: Session, params: enqueue.DedupLockParams) -> None:
-        """Take the transaction-scoped advisory locks serializing dedup decisions."""
+        """Take the transaction-scoped advisory locks serializing dedup decisions (READ COMMITTED only)."""
 
     def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
         """The oldest pending job of a kind and dedup key, locked for the merge."""
+
+    def record_merges(self, session: Session, params: enqueue.RecordMergesParams) -> None:
+        """Write merged payloads and their ``merged`` journal rows in the caller's session."""
 
     # -- operations (read-only unless stated; the caller's transaction decides) ------
     def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
@@ -127,6 +130,9 @@ class SqlAlchemyBackend:
 
     def find_merge_target(self, session: Session, params: enqueue.MergeTargetParams) -> JobBase | None:
         return enqueue.oldest_pending_sibling(self.models, session, params)
+
+    def record_merges(self, session: Session, params: enqueue.RecordMergesParams) -> None:
+        enqueue.record_merges(self.models, session, params)
 
     def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
         return history.fetch_job(self.models, runner, params)

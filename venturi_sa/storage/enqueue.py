@@ -1,18 +1,85 @@
-"""Enqueue-side SQL, all run in the caller's Session and transaction."""
+"""Enqueue-side SQL, all run in the caller's Session and transaction.
+
+Four verbs (see :class:`venturi_sa.storage.backend.Backend`): insert new
+jobs, lock dedup keys, find a merge target, record merges.  None of them
+commits: the caller's commit publishes everything they wrote, its rollback
+discards it, and a crash before commit leaves no trace.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
+from venturi_sa.errors import UnsupportedIsolation
 from venturi_sa.models import JobBase, Models
 from venturi_sa.states import Outcome, Status
+
+# PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
+DEDUP_ISOLATIONS = ("read committed", "read uncommitted")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewJob:
+    """One row to insert: the values enqueue decides; the rest take their defaults."""
+
+    id: str
+    kind: str
+    payload: Any  # JSON-ready (already dumped and checked)
+    priority: int
+    dedup_key: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InsertParams:
+    """New jobs, all eligible at one time, inserted in one round trip.
+
+    ``created_at`` is the INSERT's ``statement_timestamp()`` (the database
+    clock at the enqueue call, not the caller's transaction start);
+    ``visible_at`` is ``run_at`` if given, else ``created_at + delay``.
+    With ``notify_channel``, the INSERT also sends ``pg_notify(channel,
+    kind)`` once per kind, delivered only if the caller commits.
+    """
+
+    jobs: Sequence[NewJob]
+    delay: timedelta | None = None
+    run_at: datetime | None = None  # timezone-aware
+    notify_channel: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DedupLockParams:
+    """The ``(kind, dedup key)`` pairs whose merge decisions this transaction takes."""
+
+    keys: Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeTargetParams:
+    kind: str
+    dedup_key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeWrite:
+    """One job that absorbed enqueues: its payload afterwards and one note per absorbed enqueue."""
+
+    target: JobBase  # a pending job of the caller's session (row-locked by find_merge_target)
+    payload: Any  # JSON-ready
+    notes: Sequence[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordMergesParams:
+    merges: Sequence[MergeWrite]
 
 
 def dedup_lock_key(prefix: str, kind: str, key: str) -> int:
@@ -24,27 +91,48 @@ def dedup_lock_key(prefix: str, kind: str, key: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def lock_dedup_keys(session: Session, prefix: str, keys: Iterable[tuple[str, str]]) -> None:
-    """Take transaction-scoped advisory locks on each ``(kind, key)``, in sorted order.
+_ISOLATION = sa.func.current_setting("transaction_isolation")
 
-    Sorted order means two callers taking overlapping keys cannot deadlock.
-    The locks are released when the caller commits or rolls back.
+
+def lock_dedup_keys(models: Models, session: Session, params: DedupLockParams) -> None:
+    """Take a transaction-scoped advisory lock on each ``(kind, key)``, in sorted order, in one statement.
+
+    The same statement reads the transaction's isolation level: under
+    anything stricter than READ COMMITTED the snapshot predates the lock, so
+    it takes no lock and raises :class:`UnsupportedIsolation`.  Sorted order
+    means two callers taking overlapping keys cannot deadlock.  The locks are
+    released when the caller commits or rolls back.
     """
-    for lock in sorted({dedup_lock_key(prefix, kind, key) for kind, key in keys}):
-        session.execute(sa.select(sa.func.pg_advisory_xact_lock(lock)))
+    locks = sorted({dedup_lock_key(models.prefix, kind, key) for kind, key in params.keys})
+    key = sa.func.unnest(sa.bindparam("locks", locks, type_=postgresql.ARRAY(sa.BigInteger))).alias("k")
+    taken = (
+        sa.select(sa.func.count())
+        .select_from(key)
+        .join(sa.func.pg_advisory_xact_lock(sa.column("k")).alias("held"), sa.true())
+        .scalar_subquery()
+    )
+    stmt = sa.select(_ISOLATION, sa.case((_ISOLATION.in_(DEDUP_ISOLATIONS), taken)))
+    isolation, _ = session.execute(stmt).one()
+    if isolation not in DEDUP_ISOLATIONS:
+        raise UnsupportedIsolation(
+            f"enqueue with a dedup key needs READ COMMITTED, but this transaction is {isolation.upper()}: "
+            "its snapshot predates the dedup lock, so duplicates could get through; enqueue deduplicated "
+            "tasks in a READ COMMITTED transaction (PostgreSQL's default)"
+        )
 
 
-def oldest_pending_sibling(models: Models, session: Session, kind: str, key: str) -> JobBase | None:
+def oldest_pending_sibling(models: Models, session: Session, params: MergeTargetParams) -> JobBase | None:
     """The oldest pending job of ``kind`` with ``dedup_key == key``, locked ``FOR UPDATE``.
 
     Waits (no SKIP LOCKED) if a worker is claiming it; PostgreSQL then
     re-checks ``status = 'pending'`` on the new row version, so a job that
-    was just claimed is never returned.
+    was just claimed is never returned.  The row is reloaded into the
+    session (``populate_existing``): flush the session's own changes first.
     """
     job = models.Job
     stmt = (
         sa.select(job)
-        .where(job.kind == kind, job.dedup_key == key, job.status == Status.PENDING.value)
+        .where(job.kind == params.kind, job.dedup_key == params.dedup_key, job.status == Status.PENDING.value)
         .order_by(job.created_at, job.id)
         .limit(1)
         .with_for_update()
@@ -53,92 +141,96 @@ def oldest_pending_sibling(models: Models, session: Session, kind: str, key: str
     return session.execute(stmt).scalars().first()
 
 
-def journal_merge(models: Models, session: Session, target: JobBase, note: str | None) -> None:
-    """Record on ``target`` that it absorbed another enqueue."""
-    session.add(
-        models.JournalEntry(job_id=target.id, kind=target.kind, run_no=target.run_count,
-                            outcome=Outcome.MERGED.value, note=note)
-    )
+def record_merges(models: Models, session: Session, params: RecordMergesParams) -> None:
+    """Give each target its merged payload and one ``merged`` journal row per absorbed enqueue; flush.
 
-
-def notify(session: Session, channel: str, kinds: Sequence[str]) -> None:
-    """``pg_notify`` once per kind, in the caller's transaction: delivered only on commit."""
-    for kind in sorted(set(kinds)):
-        session.execute(sa.select(sa.func.pg_notify(channel, kind)))
-
-
-def notifying_kind(channel: str, kind: str) -> Any:
-    """An SQL value for ``kind`` that also sends ``pg_notify(channel, kind)``.
-
-    ``(SELECT kind FROM pg_notify(channel, kind))``: the INSERT of the job
-    itself raises the wake-up, so an enqueue costs no extra round trip.  Like
-    any NOTIFY it is delivered only if the caller's transaction commits.
+    The journal rows carry the target's current ``run_count`` as ``run_no``.
     """
-    return sa.select(sa.literal(kind, sa.Text)).select_from(sa.func.pg_notify(channel, kind)).scalar_subquery()
-
-
-_BULK_INSERTS: dict[tuple[str, int], Any] = {}
-
-
-def _text_array(name: str, element: Any) -> Any:
-    return sa.cast(sa.bindparam(name, type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(element))
-
-
-def _bulk_insert_statement(models: Models) -> Any:
-    """``INSERT ... SELECT FROM unnest(arrays) RETURNING *`` loaded as ``Job`` objects.
-
-    Four array parameters whatever the batch size: the statement text never
-    changes, so it is compiled once and each batch is one round trip.
-    """
-    key = (models.prefix, id(models.Job))
-    if key not in _BULK_INSERTS:
-        table = models.jobs_table
-        rows = sa.func.unnest(
-            _text_array("b_ids", sa.Text), _text_array("b_kinds", sa.Text),
-            _text_array("b_payloads", postgresql.JSONB), _text_array("b_priorities", sa.SmallInteger),
-            _text_array("b_visible", sa.DateTime(timezone=True)),
-        ).table_valued("id", "kind", "payload", "priority", "visible_at").render_derived(name="new_job")
-        source = sa.select(
-            rows.c.id, rows.c.kind, rows.c.payload, rows.c.priority, sa.literal(Status.PENDING.value),
-            sa.func.now(), sa.func.coalesce(rows.c.visible_at, sa.func.now()),
+    for merge in params.merges:
+        if merge.target.payload != merge.payload:
+            merge.target.payload = merge.payload
+        session.add_all(
+            models.JournalEntry(job_id=merge.target.id, kind=merge.target.kind, run_no=merge.target.run_count,
+                                outcome=Outcome.MERGED.value, note=note)
+            for note in merge.notes
         )
-        columns = ["id", "kind", "payload", "priority", "status", "created_at", "visible_at"]
-        insert = sa.insert(table).from_select(columns, source).returning(*table.c)
-        _BULK_INSERTS[key] = sa.select(models.Job).from_statement(insert)
-    return _BULK_INSERTS[key]
-
-
-def insert_rows(models: Models, session: Session, rows: list[dict[str, Any]]) -> list[JobBase]:
-    """Insert many plain jobs in one round trip; returns them as ``Job`` objects of ``session``.
-
-    Each row has ``id``, ``kind``, ``payload`` (JSON-ready), ``priority`` and
-    optionally ``visible_at`` (an aware datetime); the rest take their
-    defaults, with ``created_at``/``visible_at`` from the database clock.
-    """
-    params = {
-        "b_ids": [row["id"] for row in rows],
-        "b_kinds": [row["kind"] for row in rows],
-        "b_payloads": [json.dumps(row["payload"]) for row in rows],
-        "b_priorities": [str(row["priority"]) for row in rows],
-        "b_visible": [row["visible_at"].isoformat() if row.get("visible_at") else None for row in rows],
-    }
-    by_id = {job.id: job for job in session.scalars(_bulk_insert_statement(models), params)}
-    return [by_id[row["id"]] for row in rows]
-
-
-def insert_jobs(session: Session, jobs: Sequence[JobBase]) -> None:
-    """Add ``jobs`` to the session and flush them as batched multi-row INSERTs."""
-    session.add_all(jobs)
     session.flush()
 
 
+_INSERTS: dict[tuple[str, int], Any] = {}
+
+
+def _array(name: str, element: Any) -> Any:
+    return sa.cast(sa.bindparam(name, type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(element))
+
+
+def _insert_statement(models: Models) -> Any:
+    """``INSERT ... SELECT FROM unnest(arrays) RETURNING *`` loaded as ``Job`` objects.
+
+    Array parameters whatever the batch size: the statement text never
+    changes, so it is compiled once and each batch is one round trip.  An
+    uncorrelated subquery in ``WHERE`` (a one-time filter, run once) sends
+    the statement's ``pg_notify`` calls.
+    """
+    key = (models.prefix, id(models.Job))
+    if key not in _INSERTS:
+        table = models.jobs_table
+        rows = sa.func.unnest(
+            _array("ids", sa.Text), _array("kinds", sa.Text), _array("payloads", postgresql.JSONB),
+            _array("priorities", sa.SmallInteger), _array("dedup_keys", sa.Text),
+        ).table_valued("id", "kind", "payload", "priority", "dedup_key").render_derived(name="new_job")
+        woken = sa.func.unnest(_array("notify_kinds", sa.Text)).alias("woken")
+        notified = (
+            sa.select(sa.func.count())
+            .select_from(woken)
+            .join(sa.func.pg_notify(sa.bindparam("channel", type_=sa.Text), sa.column("woken")).alias("n"),
+                  sa.true())
+            .scalar_subquery()
+        )
+        now = sa.func.statement_timestamp()
+        run_at = sa.bindparam("run_at", type_=sa.DateTime(timezone=True))
+        delay = sa.bindparam("delay", type_=sa.Interval)
+        source = sa.select(
+            rows.c.id, rows.c.kind, rows.c.payload, rows.c.priority, rows.c.dedup_key,
+            sa.literal(Status.PENDING.value), now, sa.func.coalesce(run_at, now + delay),
+        ).where(notified >= 0)
+        columns = ["id", "kind", "payload", "priority", "dedup_key", "status", "created_at", "visible_at"]
+        insert = sa.insert(table).from_select(columns, source).returning(*table.c)
+        _INSERTS[key] = sa.select(models.Job).from_statement(insert)
+    return _INSERTS[key]
+
+
+def insert_jobs(models: Models, session: Session, params: InsertParams) -> list[JobBase]:
+    """Insert ``params.jobs`` in one round trip; return them, in order, as ``Job`` objects of ``session``.
+
+    The rows take their times from the database clock (see :class:`InsertParams`).
+    """
+    jobs = params.jobs
+    values = {
+        "ids": [job.id for job in jobs],
+        "kinds": [job.kind for job in jobs],
+        "payloads": [json.dumps(job.payload) for job in jobs],
+        "priorities": [str(job.priority) for job in jobs],
+        "dedup_keys": [job.dedup_key for job in jobs],
+        "notify_kinds": sorted({job.kind for job in jobs}) if params.notify_channel else [],
+        "channel": params.notify_channel or "",
+        "run_at": params.run_at,
+        "delay": params.delay or timedelta(0),
+    }
+    by_id = {job.id: job for job in session.scalars(_insert_statement(models), values)}
+    return [by_id[job.id] for job in jobs]
+
+
 __all__ = [
+    "DedupLockParams",
+    "InsertParams",
+    "MergeTargetParams",
+    "MergeWrite",
+    "NewJob",
+    "RecordMergesParams",
     "dedup_lock_key",
     "insert_jobs",
-    "insert_rows",
-    "journal_merge",
     "lock_dedup_keys",
-    "notify",
-    "notifying_kind",
     "oldest_pending_sibling",
+    "record_merges",
 ]

@@ -1,0 +1,240 @@
+"""Conformance: the enqueue verbs of the storage seam (insert, dedup lock, merge target, merges).
+
+Every verb runs in the caller's Session and never commits.  Lock behaviour is
+observed from a second connection (``pg_try_advisory_xact_lock``, ``NOWAIT``,
+``pg_locks``), never by sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from factories import factories_for
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from venturi_sa import errors
+from venturi_sa.models import new_job_id
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.enqueue import (
+    DedupLockParams,
+    InsertParams,
+    MergeTargetParams,
+    MergeWrite,
+    NewJob,
+    RecordMergesParams,
+    dedup_lock_key,
+)
+
+WAIT = 20.0
+
+
+def new_job(kind: str = "k", n: int = 0, dedup_key: str | None = None) -> NewJob:
+    return NewJob(id=new_job_id(), kind=kind, payload={"n": n}, priority=1, dedup_key=dedup_key)
+
+
+def wait_until(predicate: Callable[[], Any], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def try_lock(engine: sa.Engine, key: int) -> bool:
+    """Whether another connection could take the advisory lock ``key`` right now."""
+    with engine.begin() as conn:
+        return bool(conn.execute(sa.select(sa.func.pg_try_advisory_xact_lock(key))).scalar_one())
+
+
+# -- insert_jobs ------------------------------------------------------------------------------------
+
+def test_insert_returns_session_jobs_in_order_with_db_clock_times(backend: Backend, engine: sa.Engine) -> None:
+    rows = [new_job(n=n, dedup_key="d" if n == 1 else None) for n in range(3)]
+    with Session(engine) as session:
+        before = session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
+        jobs = backend.insert_jobs(session, InsertParams(jobs=rows, delay=timedelta(minutes=3)))
+        after = session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
+        assert [job.id for job in jobs] == [row.id for row in rows]
+        assert all(job in session and job not in session.new for job in jobs)  # persistent, already flushed
+        assert [job.payload for job in jobs] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert [job.dedup_key for job in jobs] == [None, "d", None]
+        for job in jobs:
+            assert (job.status, job.priority, job.run_count, job.carry) == ("pending", 1, 0, None)
+            assert before <= job.created_at <= after
+            assert job.visible_at - job.created_at == timedelta(minutes=3)
+        session.rollback()
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(backend.models.jobs_table)).scalar() == 0
+
+
+def test_insert_keeps_run_at_exactly(backend: Backend, engine: sa.Engine) -> None:
+    at = datetime(2031, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=5)))
+    with Session(engine) as session:
+        [job] = backend.insert_jobs(session, InsertParams(jobs=[new_job()], run_at=at))
+        assert job.visible_at == at and job.created_at < at
+
+
+def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backend, engine: sa.Engine) -> None:
+    import select
+
+    channel = backend.models.names.channel
+    raw = engine.raw_connection()
+    raw.detach()
+    listener = raw.dbapi_connection
+    listener.autocommit = True
+    listener.cursor().execute(f'LISTEN "{channel}"')
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    try:
+        with Session(engine) as session:
+            session.execute(sa.select(1))
+            sa.event.listen(engine, "before_cursor_execute", record)
+            try:
+                backend.insert_jobs(session, InsertParams(jobs=[new_job("a"), new_job("b"), new_job("a")],
+                                                          notify_channel=channel))
+            finally:
+                sa.event.remove(engine, "before_cursor_execute", record)
+            assert len(statements) == 1 and statements[0].lstrip().upper().startswith("INSERT")
+            assert not select.select([listener], [], [], 0.2)[0]  # nothing before commit
+            session.commit()
+        got: list[str] = []
+        deadline = time.monotonic() + WAIT
+        while len(got) < 2 and time.monotonic() < deadline:
+            if select.select([listener], [], [], 0.5)[0]:
+                listener.poll()
+                got += [n.payload for n in listener.notifies]
+                listener.notifies.clear()
+        assert sorted(got) == ["a", "b"]  # once per kind
+    finally:
+        listener.close()
+
+
+def test_insert_without_a_channel_sends_no_notify(backend: Backend, engine: sa.Engine) -> None:
+    with Session(engine) as session:
+        backend.insert_jobs(session, InsertParams(jobs=[new_job()]))
+        queued = session.execute(sa.text("SELECT pg_notification_queue_usage()")).scalar_one()
+        session.commit()
+    assert queued == 0
+
+
+# -- lock_dedup ---------------------------------------------------------------------------------------
+
+def test_lock_dedup_holds_each_key_until_the_transaction_ends(backend: Backend, engine: sa.Engine) -> None:
+    prefix = backend.models.prefix
+    keys = [("k", "one"), ("k", "two")]
+    held = [dedup_lock_key(prefix, kind, key) for kind, key in keys]
+    other = dedup_lock_key(prefix, "k", "three")
+    with Session(engine) as session:
+        backend.lock_dedup(session, DedupLockParams(keys=keys))
+        assert [try_lock(engine, key) for key in held] == [False, False]
+        assert try_lock(engine, other)
+        session.rollback()
+    assert [try_lock(engine, key) for key in held] == [True, True]
+
+
+def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Engine) -> None:
+    params = DedupLockParams(keys=[("k", "one")])
+    done = threading.Event()
+    errors_seen: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with Session(engine) as session:
+                backend.lock_dedup(session, params)
+                done.set()
+                session.rollback()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors_seen.append(exc)
+
+    key = dedup_lock_key(backend.models.prefix, "k", "one") & 0xFFFF_FFFF_FFFF_FFFF
+    waiting = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                      " AND classid::text::bigint = :hi AND objid::text::bigint = :lo AND objsubid = 1"
+                      ).bindparams(hi=key >> 32, lo=key & 0xFFFF_FFFF)
+    with Session(engine) as first:
+        backend.lock_dedup(first, params)
+        thread = threading.Thread(target=second)
+        thread.start()
+        with engine.connect() as watcher:
+            wait_until(lambda: watcher.execute(waiting).scalar_one() == 1, "the second session to wait")
+        assert not done.is_set()
+        first.commit()
+    thread.join(WAIT)
+    assert done.is_set() and not errors_seen
+
+
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_lock_dedup_refuses_a_stricter_isolation_and_takes_no_lock(backend: Backend, engine: sa.Engine,
+                                                                   isolation: str) -> None:
+    with Session(engine.execution_options(isolation_level=isolation)) as session:
+        with pytest.raises(errors.UnsupportedIsolation, match=isolation):
+            backend.lock_dedup(session, DedupLockParams(keys=[("k", "one")]))
+        assert try_lock(engine, dedup_lock_key(backend.models.prefix, "k", "one"))
+
+
+# -- find_merge_target ------------------------------------------------------------------------------------
+
+def test_merge_target_is_the_oldest_pending_never_claimed_or_terminal(backend: Backend, engine: sa.Engine) -> None:
+    models = backend.models
+    with Session(engine) as session, session.begin():
+        JobFactory, _ = factories_for(models, session)
+        for state in ("claimed", "expired", "completed", "dead"):  # older than every pending one
+            JobFactory(kind="k", dedup_key="d", created_at=sa.func.now() - timedelta(hours=2), **{state: True})
+        JobFactory(kind="k", dedup_key="other", created_at=sa.func.now() - timedelta(hours=2))
+        JobFactory(kind="other", dedup_key="d", created_at=sa.func.now() - timedelta(hours=2))
+        oldest = JobFactory(kind="k", dedup_key="d", created_at=sa.func.now() - timedelta(hours=1)).id
+        JobFactory(kind="k", dedup_key="d", scheduled=True)
+    with Session(engine) as session:
+        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        assert target is not None and target.id == oldest and target in session
+        assert backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="none")) is None
+
+
+def test_merge_target_is_row_locked_and_reloaded(backend: Backend, engine: sa.Engine) -> None:
+    models = backend.models
+    with Session(engine) as session, session.begin():
+        JobFactory, _ = factories_for(models, session)
+        job_id = JobFactory(kind="k", dedup_key="d", payload={"v": 1}).id
+    with Session(engine) as session:
+        stale = session.get(models.Job, job_id)  # in the identity map with the old payload
+        assert stale is not None and stale.payload == {"v": 1}
+        with engine.begin() as conn:  # another transaction changes the row
+            conn.execute(sa.update(models.jobs_table).where(models.jobs_table.c.id == job_id)
+                         .values(payload={"v": 2}))
+        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        assert target is stale and target.payload == {"v": 2}
+        with engine.connect() as other, pytest.raises(OperationalError, match="could not obtain lock"):
+            other.execute(sa.select(models.jobs_table.c.id).where(models.jobs_table.c.id == job_id)
+                          .with_for_update(nowait=True))
+
+
+# -- record_merges ----------------------------------------------------------------------------------------
+
+def test_record_merges_writes_payload_and_one_journal_row_per_note(backend: Backend, engine: sa.Engine) -> None:
+    models = backend.models
+    with Session(engine) as session, session.begin():
+        JobFactory, _ = factories_for(models, session)
+        job_id = JobFactory(kind="k", dedup_key="d", payload={"v": 1}, run_count=2).id
+    with Session(engine) as session, session.begin():
+        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        assert target is not None
+        backend.record_merges(session, RecordMergesParams(
+            merges=[MergeWrite(target=target, payload={"v": 3}, notes=("first", "second"))]))
+        assert not session.new and not session.dirty  # flushed
+    journal = models.journal_table
+    with engine.connect() as conn:
+        payload = conn.execute(sa.select(models.jobs_table.c.payload)
+                               .where(models.jobs_table.c.id == job_id)).scalar_one()
+        entries = conn.execute(sa.select(journal.c.outcome, journal.c.run_no, journal.c.note)
+                               .where(journal.c.job_id == job_id).order_by(journal.c.id)).all()
+    assert payload == {"v": 3}
+    assert [tuple(e) for e in entries] == [("merged", 2, "first"), ("merged", 2, "second")]
