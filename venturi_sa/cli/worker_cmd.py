@@ -25,6 +25,7 @@ def setup_logging(verbose: int) -> None:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RunContextFilter())
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # the schema check's chatter
     if verbose >= 1:
         logging.getLogger("venturi_sa").setLevel(logging.DEBUG)
     if verbose >= 2:
@@ -93,15 +94,15 @@ def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_
     pending (no failure counted).  Refuses to start if the queue's tables are
     not migrated to this venturi's version.
     """
-    setup_logging(verbose)
     queue = load_queue(app)
-    hook = None
-    if metrics_port is not None:
-        from venturi_sa.metrics import PrometheusMetrics, serve
+    with opened(dsn, queue.prefix, concurrency=concurrency) as engine:  # one line on stderr if not migrated
+        setup_logging(verbose)
+        hook = None
+        if metrics_port is not None:
+            from venturi_sa.metrics import PrometheusMetrics, serve
 
-        hook = PrometheusMetrics()
-        serve(metrics_port)
-    with opened(dsn, queue.prefix, concurrency=concurrency) as engine:
+            hook = PrometheusMetrics()
+            serve(metrics_port)
         runner = Worker(queue, engine, kinds=split_kinds(kinds), concurrency=concurrency,
                         poll_interval=poll_interval, grace=grace, listen=not no_listen,
                         worker_id=worker_id, on_event=hook)
