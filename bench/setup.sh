@@ -8,7 +8,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ -z "${PYTHON:-}" ]; then
-    PYTHON="$(command -v python3.12 || command -v python3)"
+    # A pyenv shim may exist without a runnable interpreter behind it: try it.
+    PYTHON=python3
+    for candidate in python3.12 /root/.pyenv/versions/3.12*/bin/python3.12; do
+        if "$candidate" -c "" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+    done
 fi
 if [ ! -x "$here/.venv/bin/python" ]; then
     "$PYTHON" -m venv "$here/.venv"
