@@ -74,10 +74,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = 
         time.sleep(every)
 
 
-def settled(engine: sa.Engine, models: Models, job_id: str, timeout: float = WAIT) -> sa.Row[Any]:
-    """Wait until the job is no longer ``claimed``; return its row."""
-    return wait_until(lambda: (r := job_row(engine, models, job_id)).status != "claimed" and r,
-                      timeout, f"job {job_id} to leave 'claimed'")
+def settled(engine: sa.Engine, models: Models, job_id: str, timeout: float = WAIT,
+            statuses: Sequence[str] = ("completed", "dead")) -> sa.Row[Any]:
+    """Wait until the job's status is one of ``statuses`` (terminal by default); return its row."""
+    return wait_until(lambda: (r := job_row(engine, models, job_id)).status in statuses and r,
+                      timeout, f"job {job_id} to reach {'/'.join(statuses)}")
 
 
 def app_sessions(engine: sa.Engine, app: str, state: str | None = None) -> list[sa.Row[Any]]:
