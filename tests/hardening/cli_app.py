@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -55,4 +56,19 @@ class Hold(Task):
         return Complete(f"{self.payload['mode']} done")
 
 
-queue = Queue(make_models(PREFIX), [Hold])
+class ShortPayload(Schema):
+    ms = fields.Integer(required=True)
+
+
+class Short(Task):
+    """A short job with a 1 s lease (the deadlock stress test); its outcome is batched."""
+
+    KIND = "short"
+    Payload = ShortPayload
+    lease = timedelta(seconds=1)
+
+    def run(self, ctx: JobContext) -> None:
+        threading.Event().wait(self.payload["ms"] / 1000)  # the work
+
+
+queue = Queue(make_models(PREFIX), [Hold, Short])
