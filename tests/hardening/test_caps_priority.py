@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
 from kit import Events, enqueue, running
+
 from venturi_sa import JobContext, Priority, Queue, Task, Worker
 
 LOW_BACKLOG = 200

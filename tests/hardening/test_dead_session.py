@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
 from kit import Events, enqueue, journal, running, scalar, settled, wait_until
+
 from venturi_sa import JobContext, Queue, Task, Worker
 
 

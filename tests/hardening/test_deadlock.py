@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from cli_app import Short
-
 from kit import app_sessions, enqueue, rows, scalar, wait_until
+
 from venturi_sa import Queue
 
 HERE = Path(__file__).resolve().parent
@@ -50,9 +50,10 @@ def test_no_deadlock_between_renewal_and_batched_outcomes(pg_url: str, engine: s
            "HARD_PREFIX": prefix, "HARD_DSN": pg_url}
     logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(3)]
     before = deadlocks(engine)
-    procs = [subprocess.Popen([sys.executable, "-m", "venturi_sa", "worker", "cli_app:queue", "--dsn",
-                               f"{dsn}?application_name={app}&options={SESSION_OPTIONS}", "--concurrency", "8", "--poll-interval", "0.2",
-                               "--no-listen", "--grace", "10"],
+    argv = [sys.executable, "-m", "venturi_sa", "worker", "cli_app:queue", "--kinds", "short",
+            "--dsn", f"{dsn}?application_name={app}&options={SESSION_OPTIONS}",
+            "--concurrency", "8", "--poll-interval", "0.2", "--no-listen", "--grace", "10"]
+    procs = [subprocess.Popen(argv,
                               cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log) for log in logs]
     try:
         deadline = time.monotonic() + STRESS

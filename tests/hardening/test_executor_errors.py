@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from kit import Events, app_sessions, enqueue, journal, running, settled, side_table, side_write, worker_engine
 from marshmallow import Schema, fields, post_load
 
-from kit import Events, app_sessions, enqueue, journal, running, settled, side_table, side_write, worker_engine
 from venturi_sa import JobContext, Queue, Task, Worker
 
 LOOKUP: dict[str, int] = {}  # what the payload hook resolves names against

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
 from kit import Events, enqueue, job_row, outcomes, running, scalar, wait_until
+
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
 from kit import Events, enqueue, job_row, running, scalar, side_table, side_write, wait_until, worker_engine
 from kit import journal as entries
+
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from kit import Events, enqueue, job_row, journal, running, settled
 from marshmallow import Schema, fields
 
-from kit import Events, enqueue, job_row, journal, running, settled
 from venturi_sa import Complete, JobContext, Queue, Retry, Task, Worker
 
 BATCH = 10

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
 from kit import (
     Events,
     enqueue,
@@ -26,6 +25,7 @@ from kit import (
     side_table,
     side_write,
 )
+
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 

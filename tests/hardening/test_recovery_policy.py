@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from factories import factories_for
+from kit import journal, running, settled
 from sqlalchemy.orm import Session
 
-from kit import journal, running, settled
 from venturi_sa import JobContext, Queue, Task, Worker
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from kit import Background
 
 import alembic_venturi
-from kit import Background
 from venturi_sa import JobContext, Queue, Task, Worker, make_models
 from venturi_sa.errors import SchemaNotMigrated
 

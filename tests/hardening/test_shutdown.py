@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from cli_app import Hold, marks_ddl
+from kit import Background, Events, enqueue, job_row, outcomes, scalar, wait_until
 
-from kit import Background, Events, app_sessions, enqueue, job_row, outcomes, scalar, wait_until
 from venturi_sa import JobContext, Queue, Task, Worker
 
 HERE = Path(__file__).resolve().parent
@@ -63,11 +63,26 @@ def test_stop_now_never_runs_a_run_it_released(engine: sa.Engine, models: Any) -
 @pytest.mark.timeout(60)
 def test_cli_worker_at_sigterm_waits_for_finished_outcomes(pg_url: str, engine: sa.Engine, models: Any,
                                                            prefix: str, tmp_path: Path) -> None:
-    """One run is left over at SIGTERM (released); another finished just before: its outcome must land."""
+    """One run is left over at SIGTERM (released); another finished just before: its outcome must land.
+
+    The finisher's journal INSERT waits (a trigger) for an advisory lock the test holds until
+    SIGTERM + 5 s, so its outcome is still being written when the worker shuts down.  Only
+    ``hold`` (60 s lease: renewed every 20 s) runs, so no lease renewal queues behind that write.
+    """
     with engine.begin() as conn:
         conn.execute(sa.text(marks_ddl(prefix)))
     queue = Queue(models, [Hold])
     [blocker, finisher] = enqueue(engine, queue, Hold(mode="block"), Hold(mode="gate"))
+    key = 815
+    with engine.begin() as conn:  # the finisher's journal row waits for an advisory lock the test holds
+        conn.execute(sa.text(f"""
+            CREATE FUNCTION {prefix}_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.job_id = '{finisher}' THEN PERFORM pg_advisory_xact_lock({key}); END IF;
+                RETURN NEW;
+            END $$"""))
+        conn.execute(sa.text(f"CREATE TRIGGER {prefix}_hold BEFORE INSERT ON {prefix}_journal "
+                             f"FOR EACH ROW EXECUTE FUNCTION {prefix}_hold()"))
     gate = tmp_path / "gate"
     log = tmp_path / "worker.log"
     app = f"hard-cli-{uuid.uuid4().hex[:10]}"
@@ -77,7 +92,7 @@ def test_cli_worker_at_sigterm_waits_for_finished_outcomes(pg_url: str, engine: 
     log_file = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "venturi_sa", "worker", "cli_app:queue", "--dsn", f"{dsn}?application_name={app}",
-         "--concurrency", "2", "--poll-interval", "0.2", "--grace", "1", "--no-listen"],
+         "--kinds", "hold", "--concurrency", "2", "--poll-interval", "0.2", "--grace", "1", "--no-listen"],
         cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=log_file, text=True)
     marks = f"SELECT count(*) FROM {prefix}_marks WHERE job_id = :j AND mark = :m"
     try:
@@ -85,14 +100,16 @@ def test_cli_worker_at_sigterm_waits_for_finished_outcomes(pg_url: str, engine: 
                                                                                     m="started"),
                    what=f"both runs to start; worker log: {log.read_text()[-2000:]}")
         with engine.connect() as holder:
-            holder.execute(sa.text(f"SELECT 1 FROM {prefix}_jobs WHERE id = :j FOR UPDATE"), {"j": finisher})
-            gate.touch()  # the finisher returns; its outcome write now waits for the test's row lock
+            holder.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            gate.touch()  # the finisher returns; its outcome write now waits for the test's lock
             wait_until(lambda: scalar(engine, marks, j=finisher, m="returning"), what="the finisher to return")
-            wait_until(lambda: [r for r in app_sessions(engine, app) if "UPDATE" in (r.query or "")
-                                and r.state == "active"], what="the outcome write to wait on the row lock")
+            wait_until(lambda: scalar(engine, "SELECT count(*) FROM pg_stat_activity WHERE application_name = :a "
+                                              "AND wait_event = 'advisory'", a=app),
+                       what="the outcome write to wait on the test's lock")
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(5)  # a fixed worker keeps waiting for its outcome write; that is fine
+
             except subprocess.TimeoutExpired:
                 pass
             holder.rollback()  # the outcome write can go through now

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from kit import Events, enqueue, running
 from marshmallow import Schema, fields
 
-from kit import Events, enqueue, running
 from venturi_sa import JobContext, Queue, Task, Worker
 
 POLL = 3.0
