@@ -1,0 +1,54 @@
+"""Defect 10: while outcome writes stall, the worker stops running more jobs (bounded backlog)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from kit import Events, enqueue, running, scalar
+
+from venturi_sa import JobContext, Queue, Task, Worker
+
+CONCURRENCY = 4
+JOBS = 400
+BOUND = 12 * CONCURRENCY  # finished-but-unpersisted runs allowed: a small multiple of concurrency
+STALL = 2.0  # seconds the outcome writes are held up
+
+
+@pytest.mark.xfail(strict=True, reason="defect 10")
+def test_unpersisted_outcomes_stay_bounded_while_writes_stall(engine: sa.Engine, models: Any,
+                                                               prefix: str) -> None:
+    started = 0
+    lock = threading.Lock()
+    overflow = threading.Event()
+
+    class Quick(Task):
+        KIND = "quick"
+
+        def run(self, ctx: JobContext) -> None:
+            nonlocal started
+            with lock:
+                started += 1
+                if started > BOUND:
+                    overflow.set()
+
+    queue = Queue(models, [Quick])
+    enqueue(engine, queue, *[Quick() for _ in range(JOBS)])
+    events = Events()
+    worker = Worker(queue, engine, concurrency=CONCURRENCY, poll_interval=0.1, listen=False, on_event=events)
+    with engine.connect() as holder:
+        # every outcome write inserts a journal row: this lock stalls them all (claims are untouched)
+        holder.execute(sa.text(f"LOCK TABLE {prefix}_journal IN EXCLUSIVE MODE"))
+        with running(worker):
+            overflowed = overflow.wait(STALL)
+            with lock:
+                during_stall = started
+            holder.rollback()  # writes resume
+            events.wait_count("finished", JOBS, timeout=15)
+    assert not overflowed, (
+        f"{during_stall} handlers started while no outcome could be written (concurrency {CONCURRENCY}, "
+        f"bound {BOUND})")
+    assert scalar(engine, f"SELECT count(*) FROM {prefix}_jobs WHERE status = 'completed'") == JOBS
+    assert scalar(engine, f"SELECT count(*) FROM {prefix}_journal WHERE outcome = 'completed'") == JOBS
