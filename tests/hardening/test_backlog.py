@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, running, scalar
 
@@ -17,7 +16,7 @@ BOUND = 12 * CONCURRENCY  # finished-but-unpersisted runs allowed: a small multi
 STALL = 2.0  # seconds the outcome writes are held up
 
 
-@pytest.mark.xfail(strict=True, reason="defect 10")
+# Regression test of defect 10 (worker hardening issue): failed on e53c386.
 def test_unpersisted_outcomes_stay_bounded_while_writes_stall(engine: sa.Engine, models: Any,
                                                                prefix: str) -> None:
     started = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, running
 
@@ -14,7 +13,7 @@ from venturi_sa import JobContext, Priority, Queue, Task, Worker
 LOW_BACKLOG = 200
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2")
+# Regression test of defect 2 (worker hardening issue): failed on e53c386.
 def test_capped_high_jobs_start_before_the_uncapped_low_backlog(engine: sa.Engine, models: Any) -> None:
     gate = threading.Event()  # the LOW jobs are long: they run until the test opens the gate
 

@@ -7,12 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.xfail(strict=True, reason="defect 16")
+# Regression test of defect 16 (worker hardening issue): failed on e53c386.
 def test_worker_on_an_unmigrated_queue_prints_one_line(pg_url: str) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},
            "HARD_PREFIX": f"hard_never_migrated_{os.getpid()}", "HARD_DSN": pg_url}

@@ -5,14 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, journal, running, scalar, settled, wait_until
 
 from venturi_sa import JobContext, Queue, Task, Worker
 
 
-@pytest.mark.xfail(strict=True, reason="defect 15")
+# Regression test of defect 15 (worker hardening issue): failed on e53c386.
 def test_failed_run_with_a_terminated_session_is_recorded(engine: sa.Engine, models: Any) -> None:
     class Doomed(Task):
         KIND = "doomed"

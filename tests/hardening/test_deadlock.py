@@ -37,7 +37,7 @@ def deadlocks(engine: sa.Engine) -> int:
     return int(scalar(engine, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"))
 
 
-@pytest.mark.xfail(strict=False, reason="defect 9 (nondeterministic on the defective code: ~1 run in 2)")
+# Regression test of defect 9 (worker hardening issue): failed on e53c386.
 @pytest.mark.timeout(90)
 def test_no_deadlock_between_renewal_and_batched_outcomes(pg_url: str, engine: sa.Engine, models: Any,
                                                           prefix: str, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, app_sessions, enqueue, journal, running, settled, side_table, side_write, worker_engine
 from marshmallow import Schema, fields, post_load
@@ -28,7 +27,7 @@ class Resolved(Schema):
         return {**data, "id": LOOKUP[data["name"]]}  # KeyError once the name is gone
 
 
-@pytest.mark.xfail(strict=True, reason="defect 6")
+# Regression test of defect 6 (worker hardening issue): failed on e53c386.
 def test_payload_hook_raising_keyerror_is_recorded_dead(engine: sa.Engine, models: Any) -> None:
     class Lookup(Task):
         KIND = "lookup"
@@ -66,7 +65,7 @@ def failing_backoff_task(side: str) -> type[Task]:
     return Flaky
 
 
-@pytest.mark.xfail(strict=True, reason="defect 6")
+# Regression test of defect 6 (worker hardening issue): failed on e53c386.
 def test_failing_backoff_is_recorded_with_a_note(pg_url: str, engine: sa.Engine, models: Any, prefix: str) -> None:
     side = side_table(engine, prefix)
     Flaky = failing_backoff_task(side)
@@ -85,7 +84,7 @@ def test_failing_backoff_is_recorded_with_a_note(pg_url: str, engine: sa.Engine,
     assert "the remote said no" in (entry.note or "") or "backoff" in (entry.note or ""), entry.note
 
 
-@pytest.mark.xfail(strict=True, reason="defect 6")
+# Regression test of defect 6 (worker hardening issue): failed on e53c386.
 def test_failing_backoff_leaves_no_transaction_open(pg_url: str, engine: sa.Engine, models: Any,
                                                      prefix: str) -> None:
     side = side_table(engine, prefix)

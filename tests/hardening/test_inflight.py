@@ -6,14 +6,13 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, job_row, outcomes, running, scalar, wait_until
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 
-@pytest.mark.xfail(strict=True, reason="defect 4")
+# Regression test of defect 4 (worker hardening issue): failed on e53c386.
 def test_reclaimed_run_keeps_its_lease_after_the_earlier_run_returns(engine: sa.Engine, models: Any,
                                                                      prefix: str) -> None:
     gates = {1: threading.Event(), 2: threading.Event()}

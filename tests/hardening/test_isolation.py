@@ -6,7 +6,6 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, job_row, running, scalar, side_table, side_write, wait_until, worker_engine
 from kit import journal as entries
@@ -14,7 +13,7 @@ from kit import journal as entries
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 
-@pytest.mark.xfail(strict=True, reason="defect 7")
+# Regression test of defect 7 (worker hardening issue): failed on e53c386.
 def test_session_job_outliving_a_lease_renewal_completes_on_a_repeatable_read_engine(
         pg_url: str, engine: sa.Engine, models: Any, prefix: str) -> None:
     side = side_table(engine, prefix)

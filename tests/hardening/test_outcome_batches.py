@@ -33,7 +33,7 @@ def bad_outcome(kind: str, ctx: JobContext) -> Any:
     raise AssertionError(kind)
 
 
-@pytest.mark.xfail(strict=True, reason="defect 1")
+# Regression test of defect 1 (worker hardening issue): failed on e53c386.
 @pytest.mark.parametrize("bad", ["retry_int_delay", "dict_note", "nul_attachment", "nul_note"])
 def test_one_bad_outcome_does_not_sink_its_batch(engine: sa.Engine, models: Any, bad: str) -> None:
     together = threading.Barrier(BATCH, timeout=15)  # all ten return at once: one outcome batch

@@ -43,7 +43,7 @@ def make_task(side: str | None) -> type[Task]:
     return Once
 
 
-@pytest.mark.xfail(strict=True, reason="defect 5")
+# Regression test of defect 5 (worker hardening issue): failed on e53c386.
 @pytest.mark.parametrize("fault", ["lock_timeout", "terminated"])
 def test_batched_outcome_write_is_retried(engine: sa.Engine, models: Any, prefix: str, fault: str) -> None:
     fail_once_trigger(engine, prefix, fault)
@@ -62,7 +62,7 @@ def test_batched_outcome_write_is_retried(engine: sa.Engine, models: Any, prefix
     assert outcomes(engine, models, job_id) == [(1, "completed")]
 
 
-@pytest.mark.xfail(strict=True, reason="defect 5")
+# Regression test of defect 5 (worker hardening issue): failed on e53c386.
 @pytest.mark.parametrize("fault", ["lock_timeout", "terminated"])
 def test_session_outcome_write_failure_does_not_kill_a_succeeded_job(engine: sa.Engine, models: Any,
                                                                       prefix: str, fault: str) -> None:

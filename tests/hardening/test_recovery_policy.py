@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from factories import factories_for
 from kit import journal, running, settled
@@ -36,7 +35,7 @@ class ImportBig(Task):
         raise AssertionError("not run by this worker")
 
 
-@pytest.mark.xfail(strict=True, reason="defect 3")
+# Regression test of defect 3 (worker hardening issue): failed on e53c386.
 def test_recovery_uses_the_backstop_of_kinds_the_worker_does_not_run(engine: sa.Engine, models: Any) -> None:
     queue = Queue(models, [Thumbnails, ChargeCard, ImportBig])
     with Session(engine) as session, session.begin():

@@ -31,7 +31,7 @@ def unmigrated_queue(engine: sa.Engine, revision: str | None) -> Queue:
     return Queue(make_models(prefix), [Ping])
 
 
-@pytest.mark.xfail(strict=True, reason="defect 11")
+# Regression test of defect 11 (worker hardening issue): failed on e53c386.
 @pytest.mark.parametrize("revision", [None, "v2"], ids=["no-tables", "older-revision"])
 def test_run_until_idle_raises_schema_not_migrated(engine: sa.Engine, revision: str | None) -> None:
     queue = unmigrated_queue(engine, revision)
@@ -48,7 +48,7 @@ def test_run_until_idle_raises_schema_not_migrated(engine: sa.Engine, revision: 
     assert isinstance(outcome, SchemaNotMigrated), f"run_until_idle() returned {outcome!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="defect 11")
+# Regression test of defect 11 (worker hardening issue): failed on e53c386.
 @pytest.mark.parametrize("revision", [None, "v2"], ids=["no-tables", "older-revision"])
 def test_run_raises_schema_not_migrated(engine: sa.Engine, revision: str | None) -> None:
     queue = unmigrated_queue(engine, revision)

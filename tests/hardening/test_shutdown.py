@@ -21,7 +21,7 @@ from venturi_sa import JobContext, Queue, Task, Worker
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.xfail(strict=True, reason="defect 8a")
+# Regression test of defect 8a (worker hardening issue): failed on e53c386.
 def test_stop_now_never_runs_a_run_it_released(engine: sa.Engine, models: Any) -> None:
     invoked: dict[str, threading.Event] = {}
 
@@ -59,7 +59,7 @@ def test_stop_now_never_runs_a_run_it_released(engine: sa.Engine, models: Any) -
     assert released or journal, f"job {second}: neither released nor recorded (journal {journal})"
 
 
-@pytest.mark.xfail(strict=True, reason="defect 8b")
+# Regression test of defect 8b (worker hardening issue): failed on e53c386.
 @pytest.mark.timeout(60)
 def test_cli_worker_at_sigterm_waits_for_finished_outcomes(pg_url: str, engine: sa.Engine, models: Any,
                                                            prefix: str, tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from kit import Events, enqueue, running
 from marshmallow import Schema, fields
@@ -26,7 +25,7 @@ class Numbered(Schema):
     n = fields.Integer(required=True)
 
 
-@pytest.mark.xfail(strict=True, reason="defect 13")
+# Regression test of defect 13 (worker hardening issue): failed on e53c386.
 def test_delayed_job_is_claimed_when_it_becomes_visible_while_slots_are_free(engine: sa.Engine,
                                                                              models: Any) -> None:
     gate = threading.Event()
@@ -59,7 +58,7 @@ def test_delayed_job_is_claimed_when_it_becomes_visible_while_slots_are_free(eng
         "while 3 of 4 slots were free")
 
 
-@pytest.mark.xfail(strict=True, reason="defect 13")
+# Regression test of defect 13 (worker hardening issue): failed on e53c386.
 def test_a_freed_slot_is_refilled_promptly_under_a_backlog(engine: sa.Engine, models: Any) -> None:
     gates = [threading.Event() for _ in range(8)]
     returned: dict[int, float] = {}

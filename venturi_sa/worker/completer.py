@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from venturi_sa.states import Outcome
@@ -31,10 +31,11 @@ FIRST_DELAY, MAX_DELAY = 0.05, 2.0
 
 
 def retrying(write: Callable[[], T], *, until: float, what: str, abort: threading.Event | None = None,
-             gave_up: Callable[[], bool] = lambda: False) -> T:
-    """``write()``, retried on transient errors with a capped backoff until monotonic time ``until``.
+             gave_up: Callable[[], bool] = lambda: False,
+             retryable: Callable[[SQLAlchemyError], bool] = is_transient) -> T:
+    """``write()``, retried on ``retryable`` errors with a capped backoff until monotonic time ``until``.
 
-    Raises the last error once it is not transient, the time is up,
+    Raises the last error once it is not retryable, the time is up,
     ``abort`` is set or ``gave_up()`` says the write is pointless.
     """
     delay = FIRST_DELAY
@@ -42,7 +43,7 @@ def retrying(write: Callable[[], T], *, until: float, what: str, abort: threadin
         try:
             return write()
         except SQLAlchemyError as exc:
-            if not is_transient(exc) or time.monotonic() + delay > until or gave_up() or (
+            if not retryable(exc) or time.monotonic() + delay > until or gave_up() or (
                     abort is not None and abort.is_set()):
                 raise
             logger.warning("%s failed (%s); retrying in %.2fs", what, exception_note(exc).splitlines()[0], delay)
@@ -62,6 +63,11 @@ def log_lost(run: Run, params: FinishParams) -> None:
     run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) and "
                         "session work were rolled back", run.job.id, run.job.run_count,
                         run.job.claimed_by, params.outcome.value)
+
+
+def _savepoint_can_retry(exc: SQLAlchemyError) -> bool:
+    """A statement inside the handler's transaction can be retried only while its connection lives."""
+    return is_transient(exc) and not (isinstance(exc, DBAPIError) and exc.connection_invalidated)
 
 
 class Completer:
@@ -102,42 +108,45 @@ class Completer:
         return self.write(run, FinishParams(fence=run.fence, outcome=Outcome.RELEASED, note=note))
 
     # -- a run whose handler used ctx.session ---------------------------------------------
-    def persist_in_session(self, run: Run) -> bool:
+    def persist_in_session(self, run: Run, may_rerun: bool = False) -> bool | None:
         """Write ``run.params`` in the handler's session and commit both; True if recorded.
 
-        If the handler raised, its session work is rolled back first.  If
-        the handler's work cannot be flushed or committed, it is rolled back
-        and a retryable failure is recorded instead.  A transient error at
-        the outcome statement is retried inside a savepoint, keeping the
-        handler's work.
+        If the handler raised, its session work is rolled back first.  A
+        transient error at the outcome statement is retried inside a
+        savepoint, keeping the handler's work.  If the handler's work cannot
+        be flushed or committed, it is rolled back; then, when the error was
+        transient (the connection died) and ``may_rerun``, None is returned:
+        the caller runs the handler again under the same claim, so a
+        succeeded job is not counted as failed.  Otherwise a retryable
+        failure is recorded instead.
         """
         assert run.params is not None
         session = run.ctx.take_session()
         if session is None:
             return self.write(run, run.params)
         try:
-            return self._in_session(session, run, run.params)
+            return self._in_session(session, run, run.params, may_rerun)
         finally:
             close_quietly(session)
 
-    def _in_session(self, session: Session, run: Run, params: FinishParams) -> bool:
+    def _in_session(self, session: Session, run: Run, params: FinishParams, may_rerun: bool) -> bool | None:
         try:
             if run.failed:
                 session.rollback()  # the handler raised: discard its half-done writes
             session.flush()
         except SQLAlchemyError as exc:
-            return self._session_failed(session, run, params, exc, "flush")
+            return self._session_failed(session, run, params, exc, "flush", may_rerun)
         try:
             ok = retrying(lambda: self._fenced_in_savepoint(session, params), until=self.retry_for([run]),
                           what=f"recording job {run.job.id}", abort=self.abort,
-                          gave_up=lambda: run.ctx.lease_lost)
+                          gave_up=lambda: run.ctx.lease_lost, retryable=_savepoint_can_retry)
             if not ok:
                 session.rollback()
                 log_lost(run, params)
                 return False
             session.commit()
         except SQLAlchemyError as exc:
-            return self._session_failed(session, run, params, exc, "commit")
+            return self._session_failed(session, run, params, exc, "commit", may_rerun)
         log_recorded(run, params)
         return True
 
@@ -159,13 +168,18 @@ class Completer:
         return ok
 
     def _session_failed(self, session: Session, run: Run, params: FinishParams, exc: SQLAlchemyError,
-                        step: str) -> bool:
-        """The handler's session could not be committed: roll it back and record a failure alone.
+                        step: str, may_rerun: bool) -> bool | None:
+        """The handler's session could not be committed: roll it back, then rerun or record a failure.
 
         If the commit did reach the database before the error, the job is no
-        longer claimed, so the fenced failure write finds nothing to change.
+        longer claimed, so a fenced write (or the rerun's) finds nothing to change.
         """
         close_quietly(session)
+        if may_rerun and is_transient(exc) and not run.failed and not run.ctx.lease_lost:
+            run.ctx.log.warning("could not %s the job's session work (%s); it was rolled back and the "
+                                "handler runs again under the same claim", step,
+                                exception_note(exc).splitlines()[0])
+            return None
         if params.outcome in (Outcome.RETRIED, Outcome.DEAD) and run.failed:
             retry_params = params  # the handler raised: record that failure as it was classified
         else:

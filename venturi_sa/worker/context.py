@@ -67,6 +67,12 @@ class JobContext:
         session, self._session = self._session, None
         return session
 
+    def fresh(self) -> JobContext:
+        """A new context for the same claim (carry as stored, no attachment, no session)."""
+        ctx = JobContext(self._job, self._job.carry, self._open_session, self.log)
+        ctx._lease_lost = self._lease_lost
+        return ctx
+
     @property
     def lease_lost(self) -> bool:
         """True once the worker learned this run's claim is gone (recovered, released, reclaimed).

@@ -30,6 +30,7 @@ from venturi_sa.worker.joblog import running
 from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
+SESSION_ATTEMPTS = 3  # executions of a ctx.session handler whose commit a transient fault lost
 
 
 def note_text(text: object) -> str:
@@ -205,7 +206,7 @@ class Executors:
     """
 
     def __init__(self, count: int, registry: Registry, inflight: InFlight,
-                 persist_in_session: Callable[[Run], bool], submit: Callable[[Run], None] | None,
+                 persist_in_session: Callable[[Run, bool], bool | None], submit: Callable[[Run], None] | None,
                  finished: Callable[[Run, bool], None]) -> None:
         self.registry = registry
         self.inflight = inflight
@@ -242,14 +243,19 @@ class Executors:
     def _handle(self, run: Run) -> None:
         handed_on, recorded = False, False
         try:
-            process(run, self.registry)
-            if run.released:
-                pass  # released at shutdown while it ran: nothing of it is persisted
-            elif self.submit is not None and not run.ctx.session_used:
-                self.submit(run)
-                handed_on = True
-            else:
-                recorded = self.persist_in_session(run)
+            for attempt in range(1, SESSION_ATTEMPTS + 1):
+                process(run, self.registry)
+                if run.released:
+                    break  # released at shutdown while it ran: nothing of it is persisted
+                if self.submit is not None and not run.ctx.session_used:
+                    self.submit(run)
+                    handed_on = True
+                    break
+                outcome = self.persist_in_session(run, attempt < SESSION_ATTEMPTS)
+                if outcome is not None:
+                    recorded = outcome
+                    break
+                run.rerun()  # the session work was lost to a transient fault: run it again
         except BaseException:  # noqa: BLE001 - never lose a slot or a thread
             logger.exception("unexpected error finishing job %s run %d", run.job.id, run.job.run_count)
         finally:

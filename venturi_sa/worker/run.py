@@ -45,3 +45,10 @@ class Run:
     @property
     def released(self) -> bool:
         return self.state is RunState.RELEASED
+
+    def rerun(self) -> None:
+        """Reset what one execution of the handler left, to run it again under the same claim."""
+        self.ctx = self.ctx.fresh()
+        self.task = None
+        self.params = None
+        self.failed = False
