@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,8 +44,9 @@ class ClaimedJob:
     claimed_by: str
     waited: float = 0.0  # seconds from visible_at to this claim, on the database clock
 
-    @property
+    @cached_property
     def fence(self) -> Fence:
+        """The claim this run's writes are guarded on (built once: it keys the worker's runs)."""
         return Fence(job_id=self.id, kind=self.kind, claimed_by=self.claimed_by, run_count=self.run_count)
 
 
@@ -85,6 +87,8 @@ def _check_text(name: str, value: object) -> None:
 
 
 def _check_json(name: str, value: object) -> None:
+    if value is None:
+        return
     try:
         payloads.ensure_json(value, name)
     except InvalidPayload as exc:

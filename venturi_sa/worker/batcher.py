@@ -49,7 +49,9 @@ class Batcher(threading.Thread):
         self.max_backlog = max(1, max_backlog)
         self.flush_interval = flush_interval
         self.max_batch = max_batch
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the collector waits on it for outcomes
+        self._room = threading.Condition(lock)  # submitters wait on it while the backlog is full
         self._queue: deque[Run] = deque()
         self._backlog = 0  # submitted, not yet done
         self._closing = False
@@ -62,16 +64,18 @@ class Batcher(threading.Thread):
     def submit(self, run: Run) -> None:
         """Queue ``run``'s outcome; blocks while the backlog is full."""
         with self._cond:
-            self._cond.wait_for(lambda: self._backlog < self.max_backlog or self._closing)
+            if self._backlog >= self.max_backlog:
+                self._room.wait_for(lambda: self._backlog < self.max_backlog or self._closing)
             self._queue.append(run)
             self._backlog += 1
-            self._cond.notify_all()
+            self._cond.notify()
 
     def close(self, timeout: float) -> None:
         """Flush everything submitted, then stop; waits up to ``timeout`` seconds."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+            self._room.notify_all()
         if self.is_alive():
             self.join(timeout)
 
@@ -102,7 +106,7 @@ class Batcher(threading.Thread):
                 self._report(run, run.fence in recorded, run.fence in unwritten)
             with self._cond:
                 self._backlog -= len(batch)
-                self._cond.notify_all()
+                self._room.notify_all()
 
     def _report(self, run: Run, ok: bool, unwritten: bool) -> None:
         assert run.params is not None

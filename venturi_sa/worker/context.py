@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +30,7 @@ class JobContext:
         self.attachment: Any = None
         self.log = log
         """A logger whose records carry this job's id, kind and run number."""
-        self._lease_lost = threading.Event()
+        self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
 
     @property
     def job_id(self) -> str:
@@ -80,13 +79,13 @@ class JobContext:
         Nothing of the run will be committed then (fencing); a long handler
         may check this and stop early.
         """
-        return self._lease_lost.is_set()
+        return self._lease_lost[0]
 
     def mark_lease_lost(self) -> bool:
-        """Set :attr:`lease_lost`; returns False if it was already set."""
-        if self._lease_lost.is_set():
+        """Set :attr:`lease_lost` (from the lease keeper's thread); returns False if it was already set."""
+        if self._lease_lost[0]:
             return False
-        self._lease_lost.set()
+        self._lease_lost[0] = True
         return True
 
     def set_attachment(self, obj: Any) -> None:

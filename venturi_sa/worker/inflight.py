@@ -36,6 +36,7 @@ class InFlight:
         self._runs: dict[Fence, Run] = {}
         self._slots: Counter[str] = Counter()  # slots held, per kind
         self._busy = 0
+        self.processed = 0  # runs that left the worker through done()
 
     # -- the producer's view ---------------------------------------------------------
     def free(self) -> int:
@@ -70,18 +71,23 @@ class InFlight:
         if free is not None:
             self._on_slot_free(free, run.job.kind)
 
-    def done(self, run: Run) -> bool:
-        """The run leaves the worker (outcome persisted or given up); False if it had already."""
+    def done(self, run: Run) -> int | None:
+        """The run leaves the worker (outcome persisted or given up).
+
+        Returns how many runs are still in flight, or None if it had left already.
+        """
         with self._lock:
             if self._runs.get(run.fence) is not run:
-                return False
+                return None
             del self._runs[run.fence]
+            self.processed += 1
             free = self._give_back(run)
-            if not self._runs:
+            left = len(self._runs)
+            if not left:
                 self._empty.notify_all()
         if free is not None:
             self._on_slot_free(free, run.job.kind)
-        return True
+        return left
 
     def _give_back(self, run: Run) -> int | None:
         """Free the run's slot if it holds one (QUEUED/RUNNING -> FINISHED); the free count, or None."""

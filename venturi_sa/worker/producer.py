@@ -113,20 +113,21 @@ class Producer:
         if free in (1, self.refill, self.inflight.concurrency) or kind in self.inflight.caps:
             self.wake.set()
 
-    def wait(self) -> None:
-        """Sleep until there is a reason to claim again."""
+    def pause(self) -> float:
+        """0 if a claim should run now, else how long to wait (or until woken) before asking again.
+
+        With work waiting, a claim runs as soon as half a batch of slots is
+        free, or once ``fetch_cooldown`` has passed since the last claim with
+        any slot free; never for every single freed slot.
+        """
         if not self.healthy.is_set():
-            self.wake.wait(1.0)
-            return
+            return 1.0
         free = self.inflight.free()
         if free <= 0:
-            self.wake.wait(self.poll_interval)  # a freed slot wakes us
-        elif self.hungry:
-            left = self._last_claim + self.fetch_cooldown - time.monotonic()
-            if free < self.refill and left > 0:
-                self.wake.wait(left)  # gather a few more free slots, briefly
-        else:
-            self.idle_wait()
+            return self.poll_interval  # a freed slot wakes us
+        if not self.hungry or free >= self.refill:
+            return 0.0
+        return max(0.0, self._last_claim + self.fetch_cooldown - time.monotonic())
 
     def idle_wait(self) -> None:
         """Nothing eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval."""
@@ -146,9 +147,12 @@ class Producer:
         """Claim and wait until ``stopping`` is set."""
         while not self.stopping.is_set():
             self.wake.clear()
-            self.claim_round()
-            if not self.stopping.is_set():
-                self.wait()
+            pause = self.pause()
+            if pause > 0:
+                self.wake.wait(pause)
+                continue
+            if not self.claim_round().hungry and not self.stopping.is_set():
+                self.idle_wait()
 
     def run_until_idle(self) -> None:
         """Claim until a claim finds nothing while no run is in flight.
@@ -158,9 +162,13 @@ class Producer:
         """
         while not self.stopping.is_set():
             self.wake.clear()
+            pause = self.pause()
+            if pause > 0:
+                self.wake.wait(pause)
+                continue
             busy = len(self.inflight) > 0
             result = self.claim_round()
             if result.claimed == 0 and not busy and len(self.inflight) == 0:
                 return
-            if not result.hungry or self.inflight.free() <= 0:
-                self.wake.wait(self.poll_interval)
+            if not result.hungry:
+                self.wake.wait(self.poll_interval)  # a finished run wakes us

@@ -101,8 +101,6 @@ class Worker:
         self._abort = threading.Event()
         self._halt = threading.Event()
         self._until_idle = False
-        self._count_lock = threading.Lock()
-        self.processed = 0
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
         self.completer = Completer(self.backend, self._engine, self._retry_until, self._abort)
@@ -141,13 +139,13 @@ class Worker:
         if not self._start(listen=False):
             return 0
         self._until_idle = True
-        start = self.processed
+        start = self.inflight.processed
         try:
             self.producer.run_until_idle()
         finally:
             self._until_idle = False
             self._shutdown()
-        return self.processed - start
+        return self.inflight.processed - start
 
     def stop(self, now: bool = False) -> None:
         """Stop claiming; running jobs get ``grace`` seconds (none if ``now``) before release.
@@ -161,6 +159,11 @@ class Worker:
         self._wake.set()
 
     @property
+    def processed(self) -> int:
+        """Runs whose outcome this worker persisted (or gave up on), since it was built."""
+        return self.inflight.processed
+
+    @property
     def listener(self) -> Listener | None:
         """The LISTEN thread while the worker runs with ``listen=True``, else None."""
         return self._threads.listener if self._threads is not None else None
@@ -169,8 +172,9 @@ class Worker:
     def _dispatch(self, job: ClaimedJob) -> None:
         run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job)))
         self.inflight.add(run)
-        self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
-                               "waited": job.waited, "queue": self.models.prefix})
+        if self.on_event is not None:
+            self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
+                                   "waited": job.waited, "queue": self.models.prefix})
         assert self._threads is not None
         self._threads.executors.put(run)
 
@@ -179,12 +183,10 @@ class Worker:
 
     def _finished(self, run: Run, recorded: bool) -> None:
         """The outcome is persisted (or given up on): the run leaves the worker."""
-        if self.inflight.done(run):
-            with self._count_lock:
-                self.processed += 1
-        outcome = run.params.outcome.value if run.params else None
-        self._emit_finished(run, outcome, recorded)
-        if self._until_idle or not len(self.inflight):
+        left = self.inflight.done(run)
+        if self.on_event is not None:
+            self._emit_finished(run, run.params.outcome.value if run.params else None, recorded)
+        if left == 0 or (self._until_idle and not self.producer.hungry):
             self._wake.set()  # run_until_idle and shutdown wait for outcomes
 
     def _emit_finished(self, run: Run, outcome: str | None, recorded: bool) -> None:
@@ -208,7 +210,7 @@ class Worker:
         if not lifecycle.check_schema(self.engine, self.models.prefix, self._stopping):
             return False
         batcher = Batcher(self.backend, self._engine, self._finished, self._retry_until, self._abort,
-                          max_backlog=2 * self.concurrency) if self.batch_outcomes else None
+                          max_backlog=max(4 * self.concurrency, 32)) if self.batch_outcomes else None
         keeper = LeaseKeeper(
             self.backend, self._engine, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
