@@ -27,8 +27,8 @@ def make_async_engine(pg_url: str, driver: str, **kwargs: object) -> AsyncEngine
     return create_async_engine(async_url(pg_url, driver), **kwargs)
 
 
-@pytest.fixture(params=ASYNC_DRIVERS)
-def async_engine(request: pytest.FixtureRequest, pg_url: str) -> Iterator[AsyncEngine]:
+@pytest.fixture(name="async_engine", params=ASYNC_DRIVERS)
+def async_engine_fixture(request: pytest.FixtureRequest, pg_url: str) -> Iterator[AsyncEngine]:
     """An AsyncEngine on each async driver in turn (no pool: safe across ``asyncio.run`` calls)."""
     engine = make_async_engine(pg_url, request.param)
     yield engine

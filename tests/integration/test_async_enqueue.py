@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine  # noqa: F401 - fixture
+from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
 from queue_kit import count, job_row, outcomes, wait_until
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession

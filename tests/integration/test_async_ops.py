@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine  # noqa: F401 - fixture
+from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from factories import db_now
 from ops_support import factory_session
 from queue_kit import enqueue
