@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 ASYNC_DRIVERS = ("asyncpg", "psycopg_async")
+_MODULES = {"asyncpg": "asyncpg", "psycopg_async": "psycopg"}
 
 
 def async_url(pg_url: str, driver: str) -> sa.URL:
@@ -23,6 +24,10 @@ def async_url(pg_url: str, driver: str) -> sa.URL:
 
 
 def make_async_engine(pg_url: str, driver: str, **kwargs: object) -> AsyncEngine:
+    """An AsyncEngine on ``driver``; the test is skipped (saying which extra) if the driver is missing."""
+    pytest.importorskip("greenlet", reason="SQLAlchemy's asyncio support needs greenlet")
+    pytest.importorskip(_MODULES[driver], reason=f"async driver {driver} not installed "
+                                                 "(pip install 'venturi[psycopg]' / 'venturi[asyncpg]')")
     kwargs.setdefault("poolclass", NullPool)
     return create_async_engine(async_url(pg_url, driver), **kwargs)
 
