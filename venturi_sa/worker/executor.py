@@ -129,6 +129,8 @@ def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
     """
     future = worker_loop().submit(_in_run(run, coro))
     run.cancel = future.cancel
+    if run.released:  # released at shutdown before ``run.cancel`` was there to be called
+        future.cancel()
     try:
         return future.result()
     finally:

@@ -275,8 +275,17 @@ class Worker:
         logger.info("worker %s stopped", self.worker_id)
 
     def _dispose_derived(self) -> None:
-        """Close the pooled connections of the engines this worker derived (they stay usable)."""
-        for engine in self.engines.derived():
+        """Close the pooled connections of the engines this worker derived (they stay usable).
+
+        The async engine's pooled connections are closed too once a handler
+        used ``ctx.session_async``: they were opened on the worker's loop
+        and belong to it (which is why a worker needs an AsyncEngine of its own).
+        """
+        engines = self.engines.derived()
+        used = self.engines.async_engine if self._async_sessions is not None else None
+        if used is not None and used not in engines:
+            engines.append(used)
+        for engine in engines:
             try:
                 if isinstance(engine, AsyncEngine):
                     worker_loop().run(engine.dispose())
