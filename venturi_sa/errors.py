@@ -52,3 +52,7 @@ class JobNotFound(VenturiError, LookupError):
 
 class InvalidTransition(VenturiError):
     """An admin action asked for a state change the job's status forbids."""
+
+
+class AsyncDriverMissing(VenturiError, RuntimeError):
+    """An async database driver is needed (``ctx.session_async``, an async sibling engine) but none is installed."""

@@ -112,11 +112,10 @@ _PRIVATE: dict[str, Models] = {}
 _ON_BASE = "__venturi_models__"
 
 
-def _private_base() -> type[DeclarativeBase]:
-    class PrivateBase(DeclarativeBase):
-        pass
-
-    return PrivateBase
+def _private_base(metadata: sa.MetaData | None = None) -> type[DeclarativeBase]:
+    """A fresh declarative base, on ``metadata`` if given (DeclarativeBase builds its registry on it)."""
+    namespace: dict[str, Any] = {"metadata": metadata} if metadata is not None else {}
+    return cast(type[DeclarativeBase], type("PrivateBase", (DeclarativeBase,), namespace))
 
 
 def _class_name(prefix: str, name: str) -> str:
@@ -193,20 +192,49 @@ def _journal_columns() -> dict[str, Any]:
     }
 
 
-def make_models(prefix: str, base: type[DeclarativeBase] | None = None) -> Models:
+def _foreign_metadata(base: Any) -> sa.MetaData | None:
+    """The ``MetaData`` of a base that is not a SQLAlchemy declarative base (e.g. ``SQLModel``), else None."""
+    if isinstance(base, type) and issubclass(base, DeclarativeBase):
+        return None
+    if isinstance(base, type) and isinstance(getattr(base, "registry", None), sa.orm.registry):
+        return None  # a legacy declarative_base() / registry.generate_base() class
+    metadata = getattr(base, "metadata", None)
+    return metadata if isinstance(metadata, sa.MetaData) else None
+
+
+def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.MetaData | None = None) -> Models:
     """Return the mapped ``Job`` and ``JournalEntry`` classes for ``prefix``.
 
     With ``base`` (the application's declarative base) the tables join the
-    application's ``MetaData``, so its Alembic autogenerate sees them.
-    Without it, each prefix gets a private base.  Calling again with the
-    same base and prefix returns the same classes.  Raises ``BadPrefix``
-    (a ``ValueError``) before anything is defined if the prefix is invalid.
+    application's ``MetaData``, so its Alembic autogenerate sees them.  A
+    base that is not a SQLAlchemy declarative base but has a ``MetaData``
+    (``SQLModel``) or ``metadata=`` alone puts the tables into that
+    ``MetaData`` through a private base, so an SQLModel project's
+    ``SQLModel.metadata`` (its Alembic ``target_metadata``) holds them.
+    Without either, each prefix gets a private base.  Calling again with the
+    same base (or metadata) and prefix returns the same classes.  Raises
+    ``BadPrefix`` (a ``ValueError``) before anything is defined if the prefix
+    is invalid.
     """
     names = Names(prefix)
-    registry: dict[str, Models] = _PRIVATE if base is None else base.__dict__.get(_ON_BASE, {})
+    if base is not None and metadata is None:
+        metadata = _foreign_metadata(base)
+        if metadata is not None:
+            base = None
+    if base is not None and metadata is not None:
+        raise TypeError("make_models() takes a declarative base or metadata=, not both")
+    if base is not None and not (isinstance(base, type) and hasattr(base, "registry")):
+        raise TypeError(f"make_models() base must be a declarative base class (or SQLModel), got {base!r}")
+    registry: dict[str, Models]
+    if metadata is not None:
+        registry = metadata.info.setdefault(_ON_BASE, {})
+    else:
+        registry = _PRIVATE if base is None else base.__dict__.get(_ON_BASE, {})
     if prefix in registry:
         return registry[prefix]
-    if base is None:
+    if metadata is not None:
+        base = _private_base(metadata)
+    elif base is None:
         base = _private_base()
     else:
         setattr(base, _ON_BASE, registry)

@@ -1,22 +1,40 @@
-"""The queue: one prefix's mapped classes plus the registry of its task types."""
+"""The queue: one prefix's mapped classes plus the registry of its task types.
+
+Every call has a sync form taking a ``Session`` (enqueue) or an ``Engine``
+(operations) and an ``*_async`` twin taking an ``AsyncSession`` or an
+``AsyncEngine``.  The twins run the very same code through SQLAlchemy's
+greenlet bridge (``AsyncSession.run_sync`` and ``AsyncEngine.sync_engine``
+inside ``greenlet_spawn``), so their guarantees are the sync ones word for
+word.  A sync object passed to an async call, or the reverse, raises
+``TypeError`` naming the call to use (see :mod:`venturi_sa.binds`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from marshmallow import Schema
 from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+from sqlalchemy.util import greenlet_spawn
 
 from venturi_sa import enqueue as enqueueing
+from venturi_sa.binds import require_async_engine, require_async_session, require_engine, require_session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
-from venturi_sa.outcomes import RunOutcome
-from venturi_sa.task import EmptyPayload, Registry, Task, task
-from venturi_sa.worker.context import JobContext
+from venturi_sa.task import EmptyPayload, Handler, Registry, Task, task
+
+T = TypeVar("T")
+
+
+async def _on_sync_engine(engine: AsyncEngine, call: str, fn: Callable[[Engine], T]) -> T:
+    """``fn(engine.sync_engine)`` in a greenlet, so the sync operation drives the async driver."""
+    sync_engine = require_async_engine(engine, call).sync_engine
+    return await greenlet_spawn(fn, sync_engine)
 
 
 class Queue:
@@ -41,10 +59,13 @@ class Queue:
         return self.registry.register(task_type)
 
     def task(self, kind: str, *, payload: type[Schema] = EmptyPayload, carry: type[Schema] | None = None,
-             **policy: Any) -> Callable[[Callable[[Any, JobContext], RunOutcome | None]], type[Task]]:
-        """Decorate ``fn(payload, ctx)`` into a registered task type (see :func:`venturi_sa.task`)."""
+             **policy: Any) -> Callable[[Handler], type[Task]]:
+        """Decorate ``fn(payload, ctx)`` (plain or ``async def``) into a registered task type.
 
-        def wrap(fn: Callable[[Any, JobContext], RunOutcome | None]) -> type[Task]:
+        See :func:`venturi_sa.task`.
+        """
+
+        def wrap(fn: Handler) -> type[Task]:
             return self.register(task(kind, payload=payload, carry=carry, **policy)(fn))
 
         return wrap
@@ -58,11 +79,10 @@ class Queue:
         dedup key may return an existing pending job instead, and needs a READ
         COMMITTED transaction (``UnsupportedIsolation`` otherwise).  Bad input
         raises with the session as it was.  Read ``job.id`` before the session
-        closes.
+        closes.  An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
         """
-        return enqueueing.enqueue_many(self.models, self.registry, session, [task], notify=self.notify,
-                                       priority=priority,
-                                       delay=delay, run_at=run_at)[0]
+        return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,
+                                 delay=delay, run_at=run_at)[0]
 
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None) -> list[JobBase]:
@@ -71,50 +91,119 @@ class Queue:
         Every task is validated and every dedup merge decided before anything
         is written, so one bad task or failing ``merge()`` raises with the
         session as it was.  Commit publishes them all; rollback discards them.
+        An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
-        return enqueueing.enqueue_many(self.models, self.registry, session, tasks, notify=self.notify,
-                                       priority=priority,
-                                       delay=delay, run_at=run_at)
+        return enqueueing.enqueue_many(self.models, self.registry, require_session(session, "enqueue_many"),
+                                       tasks, notify=self.notify, priority=priority, delay=delay,
+                                       run_at=run_at)
+
+    async def enqueue_async(self, session: AsyncSession, task: Task, *, priority: int | None = None,
+                            delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
+        """:meth:`enqueue` in the caller's ``AsyncSession`` (its transaction; never commits).
+
+        Exactly the sync semantics, by the same code run through
+        ``AsyncSession.run_sync``: commit publishes the job and wakes idle
+        workers, rollback discards it, a dedup task takes the same advisory
+        lock and needs READ COMMITTED, and bad input raises with the session
+        as it was.  The returned job's columns are loaded: read ``job.id``
+        before the session closes (lazy loads would need ``await``).
+        """
+        checked = require_async_session(session, "enqueue_async")
+        return (await self.enqueue_many_async(checked, [task], priority=priority, delay=delay,
+                                              run_at=run_at))[0]
+
+    async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
+                                 priority: int | None = None, delay: timedelta | None = None,
+                                 run_at: datetime | None = None) -> list[JobBase]:
+        """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees)."""
+        checked = require_async_session(session, "enqueue_many_async")
+        return await checked.run_sync(
+            lambda sync: enqueueing.enqueue_many(self.models, self.registry, sync, tasks, notify=self.notify,
+                                                 priority=priority, delay=delay, run_at=run_at))
 
     # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.
 
     def get_job(self, engine: Engine, job_id: str) -> JobInfo:
         """The job's current row; raises ``JobNotFound`` if there is none."""
-        return history.get_job(self.models, engine, job_id)
+        return history.get_job(self.models, require_engine(engine, "get_job"), job_id)
 
     def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:
         """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
-        return history.journal(self.models, engine, job_id)
+        return history.journal(self.models, require_engine(engine, "journal"), job_id)
 
     def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
                 finished_after: datetime | None = None, finished_before: datetime | None = None,
                 limit: int = 50, cursor: str | None = None) -> Page:
         """Jobs newest first, keyset-paged by an opaque ``cursor`` (see :func:`venturi_sa.ops.history.history`)."""
-        return history.history(self.models, engine, status=status, kind=kind,
+        return history.history(self.models, require_engine(engine, "history"), status=status, kind=kind,
                                finished_after=finished_after, finished_before=finished_before,
                                limit=limit, cursor=cursor)
 
     def stats(self, engine: Engine) -> Stats:
         """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
-        return stats.stats(self.models, engine)
+        return stats.stats(self.models, require_engine(engine, "stats"))
 
     def cleanup(self, engine: Engine, *, before: datetime | None = None, older_than: timedelta | None = None,
                 status: str | Sequence[str] | None = None, kind: str | None = None, batch_size: int = 1000,
                 dry_run: bool = False, progress: Callable[[int], None] | None = None) -> int:
         """Delete terminal jobs finished before the cutoff in short batches; returns the count."""
-        return cleanup.cleanup(self.models, engine, before=before, older_than=older_than,
+        return cleanup.cleanup(self.models, require_engine(engine, "cleanup"), before=before, older_than=older_than,
                                status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
                                progress=progress)
 
     def requeue(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return admin.requeue(self.models, engine, job_id, note)
+        return admin.requeue(self.models, require_engine(engine, "requeue"), job_id, note)
 
     def kill(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``pending`` -> ``dead``; journaled."""
-        return admin.kill(self.models, engine, job_id, note)
+        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note)
 
     def release(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
         """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
-        return admin.release(self.models, engine, job_id, note)
+        return admin.release(self.models, require_engine(engine, "release"), job_id, note)
+
+    # -- the same operations on an AsyncEngine: the sync code above, in a greenlet ------------
+
+    async def get_job_async(self, engine: AsyncEngine, job_id: str) -> JobInfo:
+        """:meth:`get_job` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "get_job_async", lambda e: history.get_job(self.models, e, job_id))
+
+    async def journal_async(self, engine: AsyncEngine, job_id: str) -> list[JournalInfo]:
+        """:meth:`journal` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "journal_async", lambda e: history.journal(self.models, e, job_id))
+
+    async def history_async(self, engine: AsyncEngine, *, status: str | Sequence[str] | None = None,
+                            kind: str | None = None, finished_after: datetime | None = None,
+                            finished_before: datetime | None = None, limit: int = 50,
+                            cursor: str | None = None) -> Page:
+        """:meth:`history` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "history_async", lambda e: history.history(
+            self.models, e, status=status, kind=kind, finished_after=finished_after, finished_before=finished_before,
+            limit=limit, cursor=cursor))
+
+    async def stats_async(self, engine: AsyncEngine) -> Stats:
+        """:meth:`stats` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "stats_async", lambda e: stats.stats(self.models, e))
+
+    async def cleanup_async(self, engine: AsyncEngine, *, before: datetime | None = None,
+                            older_than: timedelta | None = None, status: str | Sequence[str] | None = None,
+                            kind: str | None = None, batch_size: int = 1000, dry_run: bool = False,
+                            progress: Callable[[int], None] | None = None) -> int:
+        """:meth:`cleanup` on an ``AsyncEngine`` (each batch its own transaction; ``progress`` is sync)."""
+        return await _on_sync_engine(engine, "cleanup_async", lambda e: cleanup.cleanup(
+            self.models, e, before=before, older_than=older_than, status=status, kind=kind, batch_size=batch_size,
+            dry_run=dry_run, progress=progress))
+
+    async def requeue_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
+        """:meth:`requeue` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "requeue_async", lambda e: admin.requeue(self.models, e, job_id, note))
+
+    async def kill_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
+        """:meth:`kill` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "kill_async", lambda e: admin.kill(self.models, e, job_id, note))
+
+    async def release_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
+        """:meth:`release` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "release_async", lambda e: admin.release(self.models, e, job_id, note))

@@ -16,13 +16,19 @@ Subclass :class:`Task` once per kind of work::
 ``SendReceipt(order_id=7)`` validates the fields through ``Payload`` at once
 and raises :class:`~venturi_sa.errors.InvalidPayload` naming a bad field.
 The worker rebuilds the task from the stored JSON with the same schema.
+
+``run`` may be an ``async def``: the worker then awaits it on its event loop
+(one per worker process, in its own thread) from the executor thread that
+holds the run's slot, so caps, outcomes and shutdown are the same as for a
+plain ``run``; ``ctx.session_async`` is its ``AsyncSession``.
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,6 +41,9 @@ from venturi_sa.outcomes import Coalesce, MergeDecision, RunOutcome
 if TYPE_CHECKING:
     from venturi_sa.models import JobBase
     from venturi_sa.worker.context import JobContext
+
+Handler = Callable[[Any, "JobContext"], "RunOutcome | None | Awaitable[RunOutcome | None]"]
+"""What :func:`task` decorates: ``fn(payload, ctx)``, plain or ``async def``."""
 
 KIND_PATTERN = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
 MAX_BACKOFF = timedelta(hours=1)
@@ -84,12 +93,15 @@ class Task:
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
+    is_async: ClassVar[bool] = False
+    """True when ``run`` is an ``async def`` (the worker awaits it on its event loop)."""
     payload: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.payload_schema = cls.Payload()
         cls.carry_schema = cls.Carry() if cls.Carry is not None else None
+        cls.is_async = inspect.iscoroutinefunction(cls.run)
         if "KIND" in cls.__dict__:
             _check_policy(cls)
 
@@ -130,8 +142,8 @@ class Task:
         """
         return Coalesce(existing.payload)
 
-    def run(self, ctx: JobContext) -> RunOutcome | None:
-        """Do the work.  Return an outcome (``None`` means ``Complete()``)."""
+    def run(self, ctx: JobContext) -> RunOutcome | None | Awaitable[RunOutcome | None]:
+        """Do the work.  Return an outcome (``None`` means ``Complete()``); may be ``async def``."""
         raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
 
 
@@ -156,17 +168,22 @@ def task(
     payload: type[Schema] = EmptyPayload,
     carry: type[Schema] | None = None,
     **policy: Any,
-) -> Callable[[Callable[[Any, JobContext], RunOutcome | None]], type[Task]]:
-    """Decorate ``fn(payload, ctx)`` to make it a :class:`Task` type of ``kind``.
+) -> Callable[[Handler], type[Task]]:
+    """Decorate ``fn(payload, ctx)`` (plain or ``async def``) to make it a :class:`Task` type of ``kind``.
 
     ``policy`` takes the class attributes of :class:`Task` (``priority``,
     ``max_failures``, ``lease``, ``concurrency``) and ``backoff``/``dedup_key``
     callables.  The result is an ordinary ``Task`` subclass.
     """
 
-    def wrap(fn: Callable[[Any, JobContext], RunOutcome | None]) -> type[Task]:
-        def run(self: Task, ctx: JobContext) -> RunOutcome | None:
-            return fn(self.payload, ctx)
+    def wrap(fn: Handler) -> type[Task]:
+        run: Callable[[Task, JobContext], Any]
+        if inspect.iscoroutinefunction(fn):
+            async def run(self: Task, ctx: JobContext) -> RunOutcome | None:
+                return await fn(self.payload, ctx)  # type: ignore[no-any-return]
+        else:
+            def run(self: Task, ctx: JobContext) -> Any:
+                return fn(self.payload, ctx)
 
         namespace: dict[str, Any] = {"KIND": kind, "Payload": payload, "Carry": carry, "run": run}
         for name, value in policy.items():

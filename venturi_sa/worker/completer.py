@@ -24,6 +24,7 @@ from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.executor import close_quietly, exception_note, failure
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.sessions import RunSession
 
 logger = logging.getLogger("venturi_sa.worker")
 T = TypeVar("T")
@@ -73,10 +74,13 @@ def _savepoint_can_retry(exc: SQLAlchemyError) -> bool:
 class Completer:
     """Owns the outcome writes a worker makes outside the batcher.
 
-    A run whose handler used ``ctx.session`` is persisted in that session's
-    transaction, so the handler's writes commit with the outcome or not at
-    all.  A run whose fence no longer matches (its lease was lost) commits
-    nothing and logs a warning.
+    A run whose handler used ``ctx.session`` (or ``ctx.session_async``) is
+    persisted in that session's transaction, so the handler's writes commit
+    with the outcome or not at all; an ``AsyncSession`` is driven on the
+    worker's loop, through the async driver, while the calling thread waits
+    (and does any retry backoff, so the loop never sleeps).  A run whose
+    fence no longer matches (its lease was lost) commits nothing and logs a
+    warning.
     """
 
     def __init__(self, backend: Backend, engine: sa.Engine, retry_for: Callable[[Sequence[Run]], float],
@@ -129,22 +133,20 @@ class Completer:
         finally:
             close_quietly(session)
 
-    def _in_session(self, session: Session, run: Run, params: FinishParams, may_rerun: bool) -> bool | None:
+    def _in_session(self, session: RunSession, run: Run, params: FinishParams, may_rerun: bool) -> bool | None:
         try:
-            if run.failed:
-                session.rollback()  # the handler raised: discard its half-done writes
-            session.flush()
+            session.call(lambda s: _flushed(s, rollback_first=run.failed))
         except SQLAlchemyError as exc:
             return self._session_failed(session, run, params, exc, "flush", may_rerun)
         try:
-            ok = retrying(lambda: self._fenced_in_savepoint(session, params), until=self.retry_for([run]),
-                          what=f"recording job {run.job.id}", abort=self.abort,
+            ok = retrying(lambda: session.call(lambda s: self._fenced_in_savepoint(s, params)),
+                          until=self.retry_for([run]), what=f"recording job {run.job.id}", abort=self.abort,
                           gave_up=lambda: run.ctx.lease_lost, retryable=_savepoint_can_retry)
             if not ok:
-                session.rollback()
+                session.call(Session.rollback)
                 log_lost(run, params)
                 return False
-            session.commit()
+            session.call(Session.commit)
         except SQLAlchemyError as exc:
             return self._session_failed(session, run, params, exc, "commit", may_rerun)
         log_recorded(run, params)
@@ -167,7 +169,7 @@ class Completer:
         savepoint.commit()
         return ok
 
-    def _session_failed(self, session: Session, run: Run, params: FinishParams, exc: SQLAlchemyError,
+    def _session_failed(self, session: RunSession, run: Run, params: FinishParams, exc: SQLAlchemyError,
                         step: str, may_rerun: bool) -> bool | None:
         """The handler's session could not be committed: roll it back, then rerun or record a failure.
 
@@ -187,3 +189,10 @@ class Completer:
             retry_params = failure(run, f"could not {step} the handler's session work (rolled back): "
                                         f"{exception_note(exc)}")
         return self.write(run, retry_params)
+
+
+def _flushed(session: Session, rollback_first: bool) -> None:
+    """Flush the handler's pending work; if the handler raised, discard it first."""
+    if rollback_first:
+        session.rollback()  # the handler raised: discard its half-done writes
+    session.flush()

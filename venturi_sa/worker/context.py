@@ -1,4 +1,4 @@
-"""What a handler sees of its job: ids, counters, carry, attachment and a session."""
+"""What a handler sees of its job: ids, counters, carry, attachment and a session (sync or async)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,36 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
+from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
+
+_ONE_SESSION = ("this run already uses ctx.{used}; a run's database work goes through one session, "
+                "committed together with its outcome, so use either ctx.session or ctx.session_async")
 
 
 class JobContext:
     """The run context handed to ``Task.run``.
 
-    ``ctx.session`` is opened on first use; its transaction is committed
-    together with this run's outcome and rolled back with it, so a handler's
-    database effects happen exactly once (or not at all if the lease was lost).
+    ``ctx.session`` (or, in an ``async def`` handler, ``ctx.session_async``)
+    is opened on first use; its transaction is committed together with this
+    run's outcome and rolled back with it, so a handler's database effects
+    happen exactly once (or not at all if the lease was lost).  One run uses
+    one of the two.
     """
 
     def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],
-                 log: logging.LoggerAdapter[logging.Logger]) -> None:
+                 log: logging.LoggerAdapter[logging.Logger],
+                 open_async_session: Callable[[], AsyncSession] | None = None) -> None:
         self._job = job
         self._open_session = open_session
+        self._open_async_session = open_async_session
         self._session: Session | None = None
+        self._async_session: AsyncSession | None = None
         self.carry: Any = carry
         """The carried state (through the task's ``Carry`` schema); assign to change it."""
         self.attachment: Any = None
@@ -52,23 +63,51 @@ class JobContext:
 
     @property
     def session(self) -> Session:
-        """A Session whose transaction commits together with this run's outcome."""
+        """A Session whose transaction commits together with this run's outcome.
+
+        Of the worker's ``session_class`` (an SQLModel ``Session``, say).
+        """
+        if self._async_session is not None:
+            raise InvalidOption(_ONE_SESSION.format(used="session_async"))
         if self._session is None:
             self._session = self._open_session()
         return self._session
 
     @property
-    def session_used(self) -> bool:
-        return self._session is not None
+    def session_async(self) -> AsyncSession:
+        """An ``AsyncSession`` whose transaction commits together with this run's outcome.
 
-    def take_session(self) -> Session | None:
+        For ``async def`` handlers (use it on the worker's loop, i.e. inside
+        the handler).  Same guarantees as :attr:`session`: committed with the
+        outcome by the worker (never commit it yourself), rolled back if the
+        handler raises or the lease was lost.  On a worker built with a sync
+        engine it runs on the async sibling of that engine's URL; without an
+        async driver installed it raises ``AsyncDriverMissing`` naming the
+        extra to install.
+        """
+        if self._session is not None:
+            raise InvalidOption(_ONE_SESSION.format(used="session"))
+        if self._async_session is None:
+            if self._open_async_session is None:
+                raise InvalidOption("ctx.session_async is not available in this context")
+            self._async_session = self._open_async_session()
+        return self._async_session
+
+    @property
+    def session_used(self) -> bool:
+        return self._session is not None or self._async_session is not None
+
+    def take_session(self) -> RunSession | None:
         """Hand the run's session (if the handler opened one) to the completer."""
         session, self._session = self._session, None
-        return session
+        if session is not None:
+            return SyncRunSession(session)
+        async_session, self._async_session = self._async_session, None
+        return AsyncRunSession(async_session) if async_session is not None else None
 
     def fresh(self) -> JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
-        ctx = JobContext(self._job, self._job.carry, self._open_session, self.log)
+        ctx = JobContext(self._job, self._job.carry, self._open_session, self.log, self._open_async_session)
         ctx._lease_lost = self._lease_lost
         return ctx
 

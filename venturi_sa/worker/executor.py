@@ -5,20 +5,22 @@ Every step that runs user code (schema hooks, the handler, ``backoff()``,
 the carry schema) is inside the pipeline's catch-all, and the outcome is
 always a validated :class:`~venturi_sa.storage.params.FinishParams`: no
 exception escapes :func:`process`, whatever the handler or its schemas do.
+An ``async def`` handler is the same pipeline: its coroutine is awaited on
+the worker's loop (:mod:`~venturi_sa.worker.loop`) while the executor thread
+waits, so it holds its slot and counts against its kind's cap.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
@@ -27,7 +29,9 @@ from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import running
+from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.sessions import RunSession
 
 logger = logging.getLogger("venturi_sa.worker")
 SESSION_ATTEMPTS = 3  # executions of a ctx.session handler whose commit a transient fault lost
@@ -114,11 +118,34 @@ def prepare(run: Run, registry: Registry) -> FinishParams | None:
     return None
 
 
+async def _in_run(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
+    with running(run.job):  # the run's log context, on the loop's task too
+        return await coro
+
+
+def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await an async handler's coroutine on the worker's loop; this thread waits for it.
+
+    ``run.cancel`` cancels it meanwhile (a stop past the grace period).
+    """
+    future = worker_loop().submit(_in_run(run, coro))
+    run.cancel = future.cancel
+    if run.released:  # released at shutdown before ``run.cancel`` was there to be called
+        future.cancel()
+    try:
+        return future.result()
+    finally:
+        run.cancel = None
+
+
 def execute(run: Run) -> Any:
-    """Call the handler; return what it returned, or the exception it raised."""
+    """Call the handler (awaiting it if it is async); return what it returned, or the exception it raised."""
     assert run.task is not None
     try:
-        return run.task.run(run.ctx)
+        result = run.task.run(run.ctx)
+        if inspect.iscoroutine(result):
+            result = await_on_loop(run, result)
+        return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
         run.failed = True
         run.ctx.log.warning("job raised %s", exception_note(exc),
@@ -265,15 +292,7 @@ class Executors:
                 self.finished(run, recorded)
 
 
-def close_quietly(session: Session | None) -> None:
-    """Close ``session`` (rolling back what it did not commit), even if its connection is dead."""
-    if session is None:
-        return
-    try:
+def close_quietly(session: RunSession | None) -> None:
+    """Close a run's session (rolling back what it did not commit), even if its connection is dead."""
+    if session is not None:
         session.close()
-    except Exception:  # noqa: BLE001 - a dead connection cannot be closed cleanly
-        logger.debug("closing a run's session failed", exc_info=True)
-        try:
-            session.invalidate()
-        except Exception:  # noqa: BLE001
-            pass

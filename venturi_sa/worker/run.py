@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
@@ -37,6 +38,7 @@ class Run:
     failed: bool = False  # the handler raised: its session work must be rolled back
     duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
     state: RunState = field(default=RunState.QUEUED)
+    cancel: Callable[[], bool] | None = None  # while an async handler runs: cancels its task
 
     @property
     def fence(self) -> Fence:

@@ -8,6 +8,10 @@ leases; a listener wakes the producer on ``NOTIFY``.  Start and stop are in
 :mod:`~venturi_sa.worker.lifecycle`.  No transaction stays open while a
 handler runs, except the handler's own ``ctx.session``; every session the
 worker opens runs at READ COMMITTED, whatever the engine's default.
+``async def`` handlers run on the process's worker loop
+(:mod:`~venturi_sa.worker.loop`), awaited from the executor thread holding
+their slot; the engines for both flavours are in
+:mod:`~venturi_sa.worker.engines`.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
+from venturi_sa.binds import require_worker_engine
 from venturi_sa.errors import InvalidOption
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
@@ -31,11 +37,13 @@ from venturi_sa.worker import lifecycle
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.engines import WorkerEngines
 from venturi_sa.worker.executor import Executors
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import Listener
+from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
 
@@ -64,13 +72,23 @@ class Worker:
     ``claimed``, ``finished`` and ``idle`` (from worker threads; keep it quick).
     Expired leases are recovered for every kind of the queue's registry,
     each against its own ``max_failures``.
+
+    ``engine`` is an ``Engine`` or an ``AsyncEngine``.  The worker's own
+    statements always run on a sync engine and ``ctx.session_async`` on an
+    async one; the missing flavour is derived from the same URL (see
+    :mod:`~venturi_sa.worker.engines`) unless given as ``sync_engine=`` /
+    ``async_engine=``.  ``session_class`` / ``async_session_class`` are the
+    classes of ``ctx.session`` / ``ctx.session_async`` (for example
+    ``sqlmodel.Session``, whose ``.exec()`` handlers may then use).
     """
 
-    def __init__(self, queue: Queue, engine: sa.Engine, *, kinds: Sequence[str] | None = None,
+    def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, *, kinds: Sequence[str] | None = None,
                  concurrency: int = 10, poll_interval: float = 5.0, batch_size: int = 100,
                  listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
                  worker_id: str | None = None, on_event: EventHook | None = None,
-                 batch_outcomes: bool = True, fetch_cooldown: float = 0.1) -> None:
+                 batch_outcomes: bool = True, fetch_cooldown: float = 0.1,
+                 session_class: type[Session] = Session, async_session_class: type[AsyncSession] = AsyncSession,
+                 sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
         if poll_interval <= 0:
@@ -80,8 +98,12 @@ class Worker:
         self.queue = queue
         self.models = queue.models
         self.backend = backend_for(queue.models)
-        self.engine = engine
-        self._engine = engine.execution_options(isolation_level=ISOLATION)
+        self.engines = WorkerEngines(require_worker_engine(engine), sync_engine=sync_engine,
+                                     async_engine=async_engine, pool_size=concurrency + 4)
+        self.engine = self.engines.sync  # the worker's own statements and ctx.session
+        self._engine = self.engine.execution_options(isolation_level=ISOLATION)
+        self.session_class = session_class
+        self.async_session_class = async_session_class
         self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
         self.concurrency = concurrency
         self.poll_interval = poll_interval
@@ -93,7 +115,8 @@ class Worker:
         self.on_event = on_event
         self.batch_outcomes = batch_outcomes
         self.fetch_cooldown = fetch_cooldown
-        self._sessions = sessionmaker(bind=self._engine, expire_on_commit=False)
+        self._sessions = sessionmaker(bind=self._engine, class_=session_class, expire_on_commit=False)
+        self._async_sessions: async_sessionmaker[AsyncSession] | None = None
         self._tasks = {k: queue.registry.get(k) for k in self.kinds}
         self._leases = {k: t.lease for k, t in self._tasks.items()}
         self._wake = threading.Event()
@@ -170,13 +193,28 @@ class Worker:
 
     # -- callbacks from the parts ------------------------------------------------------------
     def _dispatch(self, job: ClaimedJob) -> None:
-        run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job)))
+        run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
         self.inflight.add(run)
         if self.on_event is not None:
             self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
                                    "waited": job.waited, "queue": self.models.prefix})
         assert self._threads is not None
         self._threads.executors.put(run)
+
+    def _open_async_session(self) -> AsyncSession:
+        """``ctx.session_async``: a fresh AsyncSession at READ COMMITTED (``AsyncDriverMissing`` if none)."""
+        if self._async_sessions is None:
+            bind = self.engines.get_async().execution_options(isolation_level=ISOLATION)
+            self._async_sessions = async_sessionmaker(bind=bind, class_=self.async_session_class,
+                                                      expire_on_commit=False)
+        return self._async_sessions()
+
+    def _released(self, run: Run, recorded: bool) -> None:
+        """A run given back at shutdown: an async handler still running is cancelled."""
+        cancel = run.cancel
+        if cancel is not None:
+            cancel()
+        self._emit_finished(run, Outcome.RELEASED.value, recorded)
 
     def _slot_freed(self, free: int, kind: str) -> None:
         self.producer.slot_freed(free, kind)
@@ -234,8 +272,29 @@ class Worker:
         lifecycle.shutdown(self._threads, self.inflight, self.completer, worker_id=self.worker_id,
                            grace=self.grace, flush_timeout=longest + lifecycle.JOIN_TIMEOUT,
                            abort=self._abort, halt=self._halt, wake=self._wake,
-                           released=lambda run, ok: self._emit_finished(run, Outcome.RELEASED.value, ok))
+                           released=self._released)
+        self._dispose_derived()
         logger.info("worker %s stopped", self.worker_id)
+
+    def _dispose_derived(self) -> None:
+        """Close the pooled connections of the engines this worker derived (they stay usable).
+
+        The async engine's pooled connections are closed too once a handler
+        used ``ctx.session_async``: they were opened on the worker's loop
+        and belong to it (which is why a worker needs an AsyncEngine of its own).
+        """
+        engines = self.engines.derived()
+        used = self.engines.async_engine if self._async_sessions is not None else None
+        if used is not None and used not in engines:
+            engines.append(used)
+        for engine in engines:
+            try:
+                if isinstance(engine, AsyncEngine):
+                    worker_loop().run(engine.dispose())
+                else:
+                    engine.dispose()
+            except Exception:  # noqa: BLE001 - closing connections must not fail a stop
+                logger.debug("disposing a derived engine failed", exc_info=True)
 
     def _emit(self, name: str, data: dict[str, Any]) -> None:
         if self.on_event is not None:

@@ -1,0 +1,95 @@
+"""Which SQLAlchemy object a public call takes, and a clear ``TypeError`` naming the right call otherwise.
+
+Enqueue joins the caller's transaction, so it takes a ``Session`` (sync
+calls) or an ``AsyncSession`` (the ``*_async`` calls).  The operations open
+their own short transactions, so they take an ``Engine`` or an
+``AsyncEngine``.  Passing one kind where another is expected raises before
+anything runs (nothing is added, nothing is awaited, nothing is opened), with
+a message saying which call or object to use instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
+
+
+def _what(obj: object) -> str:
+    return type(obj).__name__
+
+
+def require_session(obj: object, call: str) -> Session:
+    """``obj`` if it is a sync ``Session``; a ``TypeError`` naming the right call otherwise."""
+    if isinstance(obj, Session):
+        return obj
+    if isinstance(obj, AsyncSession):
+        raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
+                        f"use `await queue.{call}_async(session, ...)`")
+    if isinstance(obj, (sa.Engine, AsyncEngine)):
+        raise TypeError(f"queue.{call}() joins your transaction, so it takes a Session, not an "
+                        f"{_what(obj)}: open one (`with Session(engine) as session, session.begin(): ...`) "
+                        f"and commit it yourself")
+    if isinstance(obj, (sa.Connection, AsyncConnection)):
+        raise TypeError(f"queue.{call}() takes a Session, not a {_what(obj)}: wrap the connection "
+                        f"(`Session(bind=connection)`) to enqueue in its transaction")
+    raise TypeError(f"queue.{call}() takes a sqlalchemy.orm.Session, got {_what(obj)}")
+
+
+def require_async_session(obj: object, call: str) -> AsyncSession:
+    """``obj`` if it is an ``AsyncSession``; a ``TypeError`` naming the right call otherwise."""
+    if isinstance(obj, AsyncSession):
+        return obj
+    sync_call = call.removesuffix("_async")
+    if isinstance(obj, Session):
+        raise TypeError(f"queue.{call}() takes an AsyncSession, got a sync Session: "
+                        f"use `queue.{sync_call}(session, ...)`")
+    if isinstance(obj, (sa.Engine, AsyncEngine)):
+        raise TypeError(f"queue.{call}() joins your transaction, so it takes an AsyncSession, not an "
+                        f"{_what(obj)}: open one (`async with AsyncSession(engine) as session, "
+                        f"session.begin(): ...`) and commit it yourself")
+    if isinstance(obj, (sa.Connection, AsyncConnection)):
+        raise TypeError(f"queue.{call}() takes an AsyncSession, not a {_what(obj)}: wrap the connection "
+                        f"(`AsyncSession(bind=connection)`) to enqueue in its transaction")
+    raise TypeError(f"queue.{call}() takes a sqlalchemy.ext.asyncio.AsyncSession, got {_what(obj)}")
+
+
+def _engine_hint(obj: object) -> str:
+    if isinstance(obj, (Session, AsyncSession)):
+        return "it opens its own short transaction; pass the session's engine (`session.get_bind()`)"
+    if isinstance(obj, (sa.Connection, AsyncConnection)):
+        return "it opens its own short transactions; pass the engine (`connection.engine`)"
+    return "pass the application's engine"
+
+
+def require_engine(obj: object, call: str) -> sa.Engine:
+    """``obj`` if it is a sync ``Engine``; a ``TypeError`` naming the right call otherwise."""
+    if isinstance(obj, sa.Engine):
+        if obj.dialect.is_async:
+            raise TypeError(f"queue.{call}() got a sync Engine on the async driver {obj.dialect.driver!r}: "
+                            f"create it with create_async_engine() and use `await queue.{call}_async(...)`")
+        return obj
+    if isinstance(obj, AsyncEngine):
+        raise TypeError(f"queue.{call}() takes a sync Engine, got an AsyncEngine: "
+                        f"use `await queue.{call}_async(engine, ...)`")
+    raise TypeError(f"queue.{call}() takes an Engine, got {_what(obj)}: {_engine_hint(obj)}")
+
+
+def require_async_engine(obj: object, call: str) -> AsyncEngine:
+    """``obj`` if it is an ``AsyncEngine``; a ``TypeError`` naming the right call otherwise."""
+    if isinstance(obj, AsyncEngine):
+        return obj
+    if isinstance(obj, sa.Engine):
+        raise TypeError(f"queue.{call}() takes an AsyncEngine, got a sync Engine: "
+                        f"use `queue.{call.removesuffix('_async')}(engine, ...)`")
+    raise TypeError(f"queue.{call}() takes an AsyncEngine, got {_what(obj)}: {_engine_hint(obj)}")
+
+
+def require_worker_engine(obj: Any) -> sa.Engine | AsyncEngine:
+    """A worker runs on an ``Engine`` or an ``AsyncEngine``; anything else is refused."""
+    if isinstance(obj, (sa.Engine, AsyncEngine)):
+        return obj
+    raise TypeError(f"Worker() takes an Engine or an AsyncEngine, got {_what(obj)}: "
+                    f"a worker opens its own connections; {_engine_hint(obj)}")
