@@ -18,6 +18,8 @@ from venturi_sa.outcomes import RunOutcome
 from venturi_sa.task import EmptyPayload, Registry, Task, task
 from venturi_sa.worker.context import JobContext
 
+EnqueueHook = Callable[[Session, list[JobBase]], None]
+
 
 class Queue:
     """A queue: ``models`` (from :func:`~venturi_sa.make_models`) and its task types.
@@ -31,6 +33,11 @@ class Queue:
         self.models = models
         self.registry = Registry(tuple(tasks))
         self.notify = notify
+        self.enqueue_hooks: list[EnqueueHook] = []
+        """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
+
+        Empty unless a test switches on ``venturi_sa.testing.inline(queue)``.
+        """
 
     @property
     def prefix(self) -> str:
@@ -60,9 +67,7 @@ class Queue:
         raises with the session as it was.  Read ``job.id`` before the session
         closes.
         """
-        return enqueueing.enqueue_many(self.models, self.registry, session, [task], notify=self.notify,
-                                       priority=priority,
-                                       delay=delay, run_at=run_at)[0]
+        return self.enqueue_many(session, [task], priority=priority, delay=delay, run_at=run_at)[0]
 
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None) -> list[JobBase]:
@@ -72,9 +77,12 @@ class Queue:
         is written, so one bad task or failing ``merge()`` raises with the
         session as it was.  Commit publishes them all; rollback discards them.
         """
-        return enqueueing.enqueue_many(self.models, self.registry, session, tasks, notify=self.notify,
+        jobs = enqueueing.enqueue_many(self.models, self.registry, session, tasks, notify=self.notify,
                                        priority=priority,
                                        delay=delay, run_at=run_at)
+        for hook in self.enqueue_hooks:
+            hook(session, jobs)
+        return jobs
 
     # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.
