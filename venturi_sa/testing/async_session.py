@@ -65,6 +65,9 @@ class AsyncClock:
     async def advance(self, by: timedelta) -> datetime:
         return await self._session.run_sync(lambda s: Clock(s).advance(by))
 
+    async def freeze(self) -> datetime:
+        return await self._session.run_sync(lambda s: Clock(s).freeze())
+
     async def reset(self) -> None:
         await self._session.run_sync(lambda s: Clock(s).reset())
 
