@@ -41,7 +41,8 @@ def test_filters_priority_schedule_count_and_loaded_payloads(venturi_queue_sessi
     assert_enqueued(s, queue, Receipt, payload={"day": datetime(2030, 5, 1).date()})  # as the schema loads it
     assert_enqueued(s, queue, Receipt, priority=Priority.HIGH, payload={"order_id": 1})
     refute_enqueued(s, queue, Receipt, priority=Priority.HIGH, payload={"order_id": 2})
-    assert_enqueued(s, queue, Receipt, payload={"order_id": 2}, scheduled_within=(timedelta(hours=2), timedelta(seconds=5)))
+    in_two_hours = (timedelta(hours=2), timedelta(seconds=5))
+    assert_enqueued(s, queue, Receipt, payload={"order_id": 2}, scheduled_within=in_two_hours)
     refute_enqueued(s, queue, Receipt, payload={"order_id": 2}, scheduled_within=timedelta(0))
     assert_enqueued(s, queue, Receipt, count=2)
     assert_enqueued(s, queue, count=2)

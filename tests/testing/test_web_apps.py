@@ -30,8 +30,10 @@ def test_fastapi_endpoint(no_rows_left: None, venturi_queue_session: Session, ve
     def get_session() -> Iterator[Session]:  # the application's dependency; the test overrides it
         raise AssertionError("overridden in tests")
 
+    session_dependency = fastapi.Depends(get_session)
+
     @app.post("/notes/{body}")
-    def create(body: str, session: Session = fastapi.Depends(get_session)) -> dict[str, str]:
+    def create(body: str, session: Session = session_dependency) -> dict[str, str]:
         job = queue.enqueue(session, queue.registry.get("note")(body=body))
         session.commit()  # the endpoint commits: in the test this releases a savepoint
         return {"job": job.id}

@@ -18,7 +18,8 @@ AnySession = Session | scoped_session[Any]
 def as_session(session: AnySession) -> Session:
     """The Session itself (for a ``scoped_session``, its current Session)."""
     if isinstance(session, scoped_session):
-        return session()
+        current: Session = session()
+        return current
     if isinstance(session, Session):
         return session
     raise TypeError(f"expected a SQLAlchemy Session or scoped_session, got {type(session).__name__} "
