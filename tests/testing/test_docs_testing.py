@@ -56,7 +56,7 @@ def test_the_page_is_a_passing_test_suite(tmp_path: Path, scratch_url: str) -> N
                            "-W", "ignore::DeprecationWarning", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " 8 passed" in done.stdout, done.stdout[-2000:]
+    assert "\n8 passed" in done.stdout, done.stdout[-2000:]
     with sa.create_engine(scratch_url).connect() as conn:  # the rolled-back tests left nothing behind
         assert conn.execute(sa.text("SELECT count(*) FROM shop_jobs")).scalar_one() == 0
         assert conn.execute(sa.text("SELECT count(*) FROM receipts")).scalar_one() == 0
