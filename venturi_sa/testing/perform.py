@@ -95,7 +95,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     and classified by the worker's own code.  ``ctx.session`` is
     ``session`` inside a savepoint (kept on success, rolled back if the
     handler raised); without ``session`` using it raises.  No job row is
-    read or written.
+    read or written (``ctx.job_id`` is ``"perform-<kind>"``).
 
     With ``strict`` (the default) a handler exception is re-raised, and an
     outcome the worker would have to correct (``Retry(delay=5)``, a naive
