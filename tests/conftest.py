@@ -46,6 +46,12 @@ def engine(pg_url: str) -> Iterator[sa.Engine]:
     eng.dispose()
 
 
+@pytest.fixture(scope="session")
+def venturi_engine(engine: sa.Engine) -> sa.Engine:
+    """The ``venturi`` pytest plugin's engine (``venturi_sa.testing``): the suite's own."""
+    return engine
+
+
 @pytest.fixture
 def prefix() -> str:
     """A queue prefix no other test in this session uses."""

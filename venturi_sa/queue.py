@@ -36,6 +36,8 @@ async def _on_sync_engine(engine: AsyncEngine, call: str, fn: Callable[[Engine],
     sync_engine = require_async_engine(engine, call).sync_engine
     return await greenlet_spawn(fn, sync_engine)
 
+EnqueueHook = Callable[[Session, list[JobBase]], None]
+
 
 class Queue:
     """A queue: ``models`` (from :func:`~venturi_sa.make_models`) and its task types.
@@ -49,6 +51,11 @@ class Queue:
         self.models = models
         self.registry = Registry(tuple(tasks))
         self.notify = notify
+        self.enqueue_hooks: list[EnqueueHook] = []
+        """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
+
+        Empty unless a test switches on ``venturi_sa.testing.inline(queue)``.
+        """
 
     @property
     def prefix(self) -> str:
@@ -93,9 +100,12 @@ class Queue:
         session as it was.  Commit publishes them all; rollback discards them.
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
-        return enqueueing.enqueue_many(self.models, self.registry, require_session(session, "enqueue_many"),
+        jobs = enqueueing.enqueue_many(self.models, self.registry, require_session(session, "enqueue_many"),
                                        tasks, notify=self.notify, priority=priority, delay=delay,
                                        run_at=run_at)
+        for hook in self.enqueue_hooks:
+            hook(session, jobs)
+        return jobs
 
     async def enqueue_async(self, session: AsyncSession, task: Task, *, priority: int | None = None,
                             delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
@@ -118,8 +128,7 @@ class Queue:
         """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees)."""
         checked = require_async_session(session, "enqueue_many_async")
         return await checked.run_sync(
-            lambda sync: enqueueing.enqueue_many(self.models, self.registry, sync, tasks, notify=self.notify,
-                                                 priority=priority, delay=delay, run_at=run_at))
+            lambda sync: self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at))
 
     # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.

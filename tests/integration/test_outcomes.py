@@ -1,4 +1,9 @@
-"""Every row of SPEC §5's outcome table, through a real worker on a real PostgreSQL."""
+"""Every row of SPEC §5's outcome table, through a real worker on a real PostgreSQL.
+
+The backoff and delay arithmetic is checked in the test's own rolled-back
+transaction instead (``venturi_sa.testing``: drain, with the database clock
+frozen), where the times are exact.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
 from queue_kit import drain, enqueue, job_row, journal, outcomes, side_rows, side_table, side_write
+from sqlalchemy.orm import Session
 
-from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task
+from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task, testing
+from venturi_sa.testing import Clock
 
 
 class Script(Schema):
@@ -110,7 +117,10 @@ def test_retry_and_exception_count_a_failure(engine: sa.Engine, models: Any, pre
     assert row.visible_at - entry.recorded_at == pytest.approx(timedelta(minutes=10), abs=timedelta(seconds=1))
 
 
-def test_backoff_is_computed_on_the_db_clock_per_failure(engine: sa.Engine, models: Any) -> None:
+def test_backoff_is_computed_on_the_db_clock_per_failure(venturi_queue_session: Session, venturi_clock: Clock,
+                                                          models: Any) -> None:
+    """In the test's transaction, with the database clock frozen: exact times, no waiting, no row surgery."""
+
     class Flaky(Task):
         KIND = "flaky"
         max_failures = 10
@@ -122,21 +132,20 @@ def test_backoff_is_computed_on_the_db_clock_per_failure(engine: sa.Engine, mode
         def run(self, ctx: JobContext) -> None:
             raise RuntimeError(f"failure {ctx.failure_count + 1}")
 
-    queue = Queue(models, [Flaky])
-    [job_id] = enqueue(engine, queue, Flaky())
+    queue, session = Queue(models, [Flaky]), venturi_queue_session
+    job = queue.enqueue(session, Flaky())
+    now = venturi_clock.freeze()
     for expected in (1, 2, 3):
-        drain(queue, engine)
-        row = job_row(engine, models, job_id)
-        last = journal(engine, models, job_id)[-1]
-        assert (row.failure_count, last.outcome, last.run_no) == (expected, "retried", expected)
-        assert row.visible_at - last.recorded_at == pytest.approx(
-            timedelta(seconds=30 * expected), abs=timedelta(milliseconds=500))
-        with engine.begin() as conn:  # make it due again without waiting
-            conn.execute(sa.update(models.jobs_table).where(models.jobs_table.c.id == job_id)
-                         .values(visible_at=sa.func.now()))
+        assert testing.drain(session, queue, fail_fast=False).retried == 1
+        last = session.scalars(sa.select(models.JournalEntry).where(models.JournalEntry.job_id == job.id)
+                               .order_by(models.JournalEntry.id.desc()).limit(1)).one()
+        assert (job.failure_count, last.outcome, last.run_no, last.recorded_at) == (expected, "retried", expected, now)
+        assert job.visible_at == now + timedelta(seconds=30 * expected)
+        assert testing.drain(session, queue).total == 0  # not due a moment early
+        now = venturi_clock.advance(timedelta(seconds=30 * expected))
 
 
-def test_retry_delay_overrides_backoff(engine: sa.Engine, models: Any) -> None:
+def test_retry_delay_overrides_backoff(venturi_queue_session: Session, venturi_clock: Clock, models: Any) -> None:
     class Soon(Task):
         KIND = "soon"
 
@@ -144,11 +153,11 @@ def test_retry_delay_overrides_backoff(engine: sa.Engine, models: Any) -> None:
             return Retry("not yet", delay=timedelta(seconds=7))
 
     queue = Queue(models, [Soon])
-    [job_id] = enqueue(engine, queue, Soon())
-    drain(queue, engine)
-    row = job_row(engine, models, job_id)
-    entry = journal(engine, models, job_id)[-1]
-    assert row.visible_at - entry.recorded_at == pytest.approx(timedelta(seconds=7), abs=timedelta(seconds=0.5))
+    now = venturi_clock.freeze()
+    queue.enqueue(venturi_queue_session, Soon())
+    assert testing.drain(venturi_queue_session, queue).runs[0].note == "not yet"
+    testing.assert_enqueued(venturi_queue_session, queue, Soon, scheduled_within=(now + timedelta(seconds=7),
+                                                                                  timedelta(0)))
 
 
 def test_backstop_makes_the_job_dead(engine: sa.Engine, models: Any) -> None:
