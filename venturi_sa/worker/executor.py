@@ -208,18 +208,33 @@ def classify(run: Run, result: Any) -> FinishParams:
         return failure(run, f"invalid outcome {type(result).__name__}: {exc}")
 
 
-def process(run: Run, registry: Registry) -> None:
-    """The whole pipeline for one run; always sets ``run.params`` and ``run.duration``."""
+NOT_RUN = object()
+"""What :func:`process` returns for a run that ended before its handler was called (poison input)."""
+
+
+def process(run: Run, registry: Registry) -> Any:
+    """The whole pipeline for one run; always sets ``run.params`` and ``run.duration``.
+
+    Returns what the handler returned or raised (``NOT_RUN`` if it was not
+    called), for callers that want it, such as the testing helpers.
+    """
     started = time.monotonic()
+    result: Any = NOT_RUN
     try:
         with running(run.job):
-            run.params = prepare(run, registry) or classify(run, execute(run))
+            params = prepare(run, registry)
+            if params is None:
+                result = execute(run)
+                params = classify(run, result)
+            run.params = params
     except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
         logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
         run.failed = True
         run.params = failure(run, f"venturi could not finish the run: {exception_note(exc)}")
+        result = exc
     finally:
         run.duration = time.monotonic() - started
+    return result
 
 
 class Executors:
