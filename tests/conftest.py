@@ -35,6 +35,20 @@ def pytest_report_header() -> str:
         return f"postgresql: none ({err})"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``VENTURI_EXPECT_PG_MAJOR``, stop before any test if the throwaway server would differ."""
+    expected = os.environ.get("VENTURI_EXPECT_PG_MAJOR")
+    if not expected or os.environ.get("VENTURI_TEST_URL"):
+        return
+    try:
+        server = find_server()
+    except NoPostgres as err:
+        pytest.exit(f"VENTURI_EXPECT_PG_MAJOR={expected}, but {err}", returncode=3)
+    if str(server.major) != expected:
+        pytest.exit(f"VENTURI_EXPECT_PG_MAJOR={expected}, but the tests would run {server.describe()}",
+                    returncode=3)
+
+
 def _check_server_version(url: str) -> None:
     expected = os.environ.get("VENTURI_EXPECT_PG_MAJOR")
     if not expected:
