@@ -81,3 +81,38 @@ def test_the_classifiers_name_exactly_the_tested_pythons(matrix: ModuleType) -> 
 ])
 def test_pytest_summary_lines_are_read(matrix: ModuleType, line: str, counts: dict[str, int] | None) -> None:
     assert matrix.pytest_counts(["collected", line]) == counts
+
+
+def test_a_cell_without_its_interpreter_is_skipped_loudly(matrix: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    cell = next(c for c in matrix.read_cells() if c.name == "py313")
+    monkeypatch.setattr(matrix, "find_python", lambda minor: (None, "no pyenv"))
+    result = matrix.run_cell(cell)
+    assert (result.status, result.detail) == ("SKIPPED", "no Python 3.13 on this machine (no pyenv)")
+    assert "!!! matrix: SKIPPING cell py313" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("code", "lines", "detail"), [
+    (5, ["no tests ran in 0.01s"], "pytest exited 5 (no pytest summary line)"),
+    (0, ["3 skipped in 0.20s"], "pytest ran no test"),
+    (1, ["1 failed, 2 passed in 0.30s"], "pytest exited 1"),
+])
+def test_a_run_that_fails_or_tests_nothing_fails_the_cell(
+        matrix: ModuleType, monkeypatch: pytest.MonkeyPatch, code: int, lines: list[str], detail: str) -> None:
+    cell = next(c for c in matrix.read_cells() if c.name == "pg18")
+    monkeypatch.setattr(matrix, "find_python", lambda minor: (sys.executable, ""))
+    monkeypatch.setattr(matrix, "run_streamed", lambda argv, env: (code, lines))
+    result = matrix.run_cell(cell)
+    assert (result.status, result.detail) == ("FAILED", detail)
+
+
+def test_the_last_line_is_the_totals_and_a_failed_cell_fails_the_run(
+        matrix: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    cells = matrix.read_cells()
+    results = [matrix.Result(cells[0], "ok", counts={"passed": 10, "skipped": 1}),
+               matrix.Result(cells[1], "FAILED", "pytest exited 1", counts={"passed": 4, "failed": 2}),
+               matrix.Result(cells[2], "SKIPPED", "no Python 3.12")]
+    assert matrix.report(results, 75.0) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "matrix: 14 passed, 2 failed, 1 skipped"
+    assert out[-2].startswith("total 1m15.0s; cells failed: py310-lowest; cells skipped: py312-sqla20")
