@@ -161,18 +161,30 @@ def _candidates(minor: str) -> list[str]:
     return found
 
 
+def _can_make_venvs(exe: str, minor: str) -> bool:
+    """Debian's interpreters lack ``ensurepip`` (so ``-m venv`` fails) until python3.X-venv is installed."""
+    def check() -> bool:
+        return subprocess.run([exe, "-c", "import ensurepip, venv"], capture_output=True, check=False).returncode == 0
+    if check():
+        return True
+    if may_install() and shutil.which("apt-get"):
+        say(f"matrix: {exe} cannot create virtual environments; installing python{minor}-venv")
+        subprocess.run(["apt-get", "install", "-y", "-q", f"python{minor}-venv"], check=False)
+    return check()
+
+
 def find_python(minor: str) -> tuple[str | None, str]:
     """An interpreter for Python ``minor`` (e.g. "3.10"), installing one if it can; (path, how)."""
     for exe in _candidates(minor):
         version = _python_version(exe)
-        if version and version.startswith(f"{minor}."):
+        if version and version.startswith(f"{minor}.") and _can_make_venvs(exe, minor):
             return exe, ""
     tried = []
     if _pyenv_root() is not None:
         pyenv = shutil.which("pyenv") or str(Path.home() / ".pyenv/bin/pyenv")
         say(f"matrix: no Python {minor} found; trying `pyenv install {minor}`")
         try:
-            done = subprocess.run([pyenv, "install", "--skip-existing", minor], timeout=900, check=False)
+            done = subprocess.run([pyenv, "install", "--skip-existing", minor], timeout=600, check=False)
             tried.append(f"pyenv install {minor} exited {done.returncode}")
         except (OSError, subprocess.SubprocessError) as err:
             tried.append(f"pyenv install {minor}: {err}")
@@ -183,7 +195,7 @@ def find_python(minor: str) -> tuple[str | None, str]:
         tried.append(f"apt-get install python{minor} exited {done.returncode}")
     for exe in _candidates(minor):
         version = _python_version(exe)
-        if version and version.startswith(f"{minor}."):
+        if version and version.startswith(f"{minor}.") and _can_make_venvs(exe, minor):
             return exe, "; ".join(tried)
     return None, "; ".join(tried) or "no pyenv, and installing system packages is off (set CI=true as root)"
 
