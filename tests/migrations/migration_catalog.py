@@ -4,11 +4,16 @@ A catalog snapshot describes one queue's tables as PostgreSQL stores them
 (columns, defaults, identity, constraints, index definitions, the identity
 sequence, every relation named after the prefix), with the prefix replaced by
 ``{{prefix}}`` so that two prefixes, or two databases, compare with ``==``.
+
+Catalogs differ between PostgreSQL versions (from 18 on, every NOT NULL
+column also has a ``pg_constraint`` row), so a migrated catalog is only ever
+compared with the seed DDL applied on the same server.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +51,10 @@ IDENTITY_SEQUENCE = sa.text("""
     FROM pg_sequence s
     WHERE s.seqrelid = pg_get_serial_sequence(:journal, 'id')::regclass
 """)
+SERVER_MAJOR = sa.text("SELECT current_setting('server_version_num')::int / 10000")
+# PostgreSQL 18 records NOT NULL as constraints (contype 'n') named <table>_<column>_not_null.
+NOT_NULL_CONSTRAINTS_SINCE = 18
+SEED_NOT_NULL_COLUMNS = {"jobs": 10, "journal": 6}  # primary keys included
 RELATIONS = sa.text("""
     SELECT relname, relkind FROM pg_class
     WHERE relname LIKE :pattern ESCAPE '!' AND pg_table_is_visible(oid)
@@ -115,3 +124,23 @@ def apply_seed(engine: sa.Engine, prefix: str) -> None:
 def relation_names(engine: sa.Engine, prefix: str) -> set[str]:
     with engine.connect() as conn:
         return {r[0] for r in conn.execute(RELATIONS, {"pattern": prefix.replace("_", "!_") + "!_%"})}
+
+
+def server_major(engine: sa.Engine) -> int:
+    """The server's major version (15 for 15.18)."""
+    with engine.connect() as conn:
+        return int(conn.execute(SERVER_MAJOR).scalar_one())
+
+
+def expected_constraint_kinds(major: int) -> Counter[tuple[str, str]]:
+    """``(table, contype)`` counts the seed DDL creates on a server of version ``major``.
+
+    ``p`` primary key, ``c`` check, ``f`` foreign key; ``n`` NOT NULL from 18 on.
+    """
+    kinds = Counter({(f"{TOKEN}_jobs", "p"): 1, (f"{TOKEN}_jobs", "c"): 2,
+                     (f"{TOKEN}_journal", "p"): 1, (f"{TOKEN}_journal", "c"): 1,
+                     (f"{TOKEN}_journal", "f"): 1})
+    if major >= NOT_NULL_CONSTRAINTS_SINCE:
+        for table, count in SEED_NOT_NULL_COLUMNS.items():
+            kinds[(f"{TOKEN}_{table}", "n")] = count
+    return kinds

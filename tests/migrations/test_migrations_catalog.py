@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
-from migration_catalog import TOKEN, relation_names, run_sql, snapshot
+from migration_catalog import (
+    NOT_NULL_CONSTRAINTS_SINCE,
+    TOKEN,
+    expected_constraint_kinds,
+    relation_names,
+    run_sql,
+    server_major,
+    snapshot,
+)
 
 import alembic_venturi
 from alembic_venturi.runner import HEAD_INDEXES, SCRIPT_LOCATION
 from venturi_sa import make_models
-from venturi_sa.prefix import MAX_PREFIX_LENGTH
+from venturi_sa.prefix import LONGEST_SUFFIX, MAX_PREFIX_LENGTH, PG_IDENTIFIER_MAX
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,11 +30,25 @@ def longest_prefix(prefix: str) -> str:
     return ("l" + prefix + "x" * MAX_PREFIX_LENGTH)[:MAX_PREFIX_LENGTH]
 
 
-def test_seed_catalog_is_the_full_seed_schema(seed_catalog: dict[str, Any]) -> None:
+def test_seed_catalog_is_the_full_seed_schema(engine: sa.Engine, seed_catalog: dict[str, Any]) -> None:
     assert len(seed_catalog["columns"]) == 14 + 8
-    assert [c[0] for c in seed_catalog["constraints"]].count(f"{TOKEN}_jobs") == 3
+    kinds = Counter((c[0], c[2]) for c in seed_catalog["constraints"])
+    assert kinds == expected_constraint_kinds(server_major(engine))
     assert len(seed_catalog["indexes"]) == 9 + 2  # the seed's indexes and two primary keys
     assert {r[0] for r in seed_catalog["relations"]} >= {f"{TOKEN}_journal_id_seq"}
+
+
+def test_not_null_constraints_are_named_after_their_columns(
+        engine: sa.Engine, seed_catalog: dict[str, Any]) -> None:
+    """From PostgreSQL 18 on, one ``<table>_<column>_not_null`` constraint per NOT NULL column."""
+    names = {c[1] for c in seed_catalog["constraints"] if c[2] == "n"}
+    if server_major(engine) < NOT_NULL_CONSTRAINTS_SINCE:
+        assert names == set()
+        return
+    not_null = {f"{table}_{column}_not_null" for table, column, _, notnull, *_ in seed_catalog["columns"]
+                if notnull}
+    assert names == not_null
+    assert max(len(n) for n in names) - len(TOKEN) == len(LONGEST_SUFFIX)
 
 
 @pytest.mark.parametrize("length", ["short", "longest"])
@@ -39,7 +62,12 @@ def test_head_equals_seed(engine: sa.Engine, prefix: str, length: str,
     assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
     # No name was truncated at 63 bytes, the version table's included.
     assert f"{prefix}_alembic_version_pkc" in relation_names(engine, prefix)
-    assert f"{prefix}_journal_outcome_check" in {c[1] for c in _constraints(engine, prefix)}
+    constraints = {c[1] for c in _constraints(engine, prefix)}
+    assert f"{prefix}_journal_outcome_check" in constraints
+    if server_major(engine) >= NOT_NULL_CONSTRAINTS_SINCE:
+        assert f"{prefix}{LONGEST_SUFFIX}" in constraints
+        if length == "longest":
+            assert len(f"{prefix}{LONGEST_SUFFIX}") == PG_IDENTIFIER_MAX
 
 
 def _constraints(engine: sa.Engine, prefix: str) -> list[Any]:

@@ -11,12 +11,13 @@ from migration_catalog import relation_names, run_sql, snapshot
 import alembic_venturi
 from venturi_sa import make_models
 from venturi_sa.errors import BadPrefix, SchemaNotMigrated
+from venturi_sa.prefix import MAX_PREFIX_LENGTH
 
 pytestmark = pytest.mark.timeout(60)
 
 BAD_PREFIXES: list[Any] = [
     "Shop", "shop-q", "sh op", "x'y", 'x"y', "x; drop table y", "x;", "", "1shop", "shöp",
-    "shop\n", "a" * 42, 42, None, b"shop",
+    "shop\n", "a" * (MAX_PREFIX_LENGTH + 1), 42, None, b"shop",
 ]
 
 

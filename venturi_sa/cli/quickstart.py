@@ -65,6 +65,7 @@ def database(dsn: str | None) -> Iterator[sa.Engine]:
     try:
         cluster.start()
         engine = make_engine(normalize_dsn(cluster.url), CONCURRENCY)
+        say(f"      {cluster.server.describe()}")
         say(f"      ready at {cluster.url} in {time.monotonic() - started:.1f}s")
         try:
             yield engine

@@ -6,14 +6,19 @@ import logging
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venturi_sa.storage.params import ClaimedJob
 
 logger = logging.getLogger("venturi_sa.job")
 
+if TYPE_CHECKING:
+    _LoggerAdapter = logging.LoggerAdapter[logging.Logger]
+else:  # LoggerAdapter is subscriptable at run time only from Python 3.11 on
+    _LoggerAdapter = logging.LoggerAdapter
 
-class JobLog(logging.LoggerAdapter[logging.Logger]):
+
+class JobLog(_LoggerAdapter):
     """Prefixes messages with ``[kind job_id run N]`` and sets ``job_id``, ``kind``, ``run_no`` extras."""
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
