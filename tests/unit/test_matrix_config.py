@@ -51,8 +51,8 @@ def test_every_tox_test_environment_is_a_matrix_cell(matrix: ModuleType) -> None
 
 def test_the_cells_cover_the_supported_combinations(matrix: ModuleType) -> None:
     cells = {c.name: c for c in matrix.read_cells()}
-    every_tier = {f"tests/{p.name}" for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name.startswith(
-        ("unit", "integration", "migrations", "acceptance", "reliability"))}
+    every_tier = {f"tests/{p.name}" for p in (ROOT / "tests").iterdir()
+                  if p.is_dir() and any(p.glob("test_*.py"))}  # every tier runs in the main cell
     main = cells["main"]
     assert (main.python, main.deps, main.setenv["VENTURI_EXPECT_PG_MAJOR"]) == ("3.11", ["sqlalchemy>=2.1,<2.2"], "15")
     assert tiers(main) == every_tier
