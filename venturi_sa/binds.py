@@ -10,11 +10,33 @@ a message saying which call or object to use instead.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+
+def is_async(obj: object, *names: str) -> bool:
+    """``isinstance(obj, sqlalchemy.ext.asyncio.<name>)`` for any of ``names``, without importing it.
+
+    The asyncio extension needs greenlet, which the core install does not
+    require; an object of one of its classes can only exist once the
+    application imported it, so an unimported module means "no".
+    """
+    module = sys.modules.get("sqlalchemy.ext.asyncio")
+    return module is not None and isinstance(obj, tuple(getattr(module, n) for n in names))
+
+
+def is_async_engine(obj: object) -> TypeGuard[AsyncEngine]:
+    return is_async(obj, "AsyncEngine")
+
+
+def is_async_session(obj: object) -> TypeGuard[AsyncSession]:
+    return is_async(obj, "AsyncSession")
 
 
 def _what(obj: object) -> str:
@@ -25,14 +47,14 @@ def require_session(obj: object, call: str) -> Session:
     """``obj`` if it is a sync ``Session``; a ``TypeError`` naming the right call otherwise."""
     if isinstance(obj, Session):
         return obj
-    if isinstance(obj, AsyncSession):
+    if is_async_session(obj):
         raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
                         f"use `await queue.{call}_async(session, ...)`")
-    if isinstance(obj, (sa.Engine, AsyncEngine)):
+    if isinstance(obj, sa.Engine) or is_async_engine(obj):
         raise TypeError(f"queue.{call}() joins your transaction, so it takes a Session, not an "
                         f"{_what(obj)}: open one (`with Session(engine) as session, session.begin(): ...`) "
                         f"and commit it yourself")
-    if isinstance(obj, (sa.Connection, AsyncConnection)):
+    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         raise TypeError(f"queue.{call}() takes a Session, not a {_what(obj)}: wrap the connection "
                         f"(`Session(bind=connection)`) to enqueue in its transaction")
     raise TypeError(f"queue.{call}() takes a sqlalchemy.orm.Session, got {_what(obj)}")
@@ -40,26 +62,26 @@ def require_session(obj: object, call: str) -> Session:
 
 def require_async_session(obj: object, call: str) -> AsyncSession:
     """``obj`` if it is an ``AsyncSession``; a ``TypeError`` naming the right call otherwise."""
-    if isinstance(obj, AsyncSession):
+    if is_async_session(obj):
         return obj
     sync_call = call.removesuffix("_async")
     if isinstance(obj, Session):
         raise TypeError(f"queue.{call}() takes an AsyncSession, got a sync Session: "
                         f"use `queue.{sync_call}(session, ...)`")
-    if isinstance(obj, (sa.Engine, AsyncEngine)):
+    if isinstance(obj, sa.Engine) or is_async_engine(obj):
         raise TypeError(f"queue.{call}() joins your transaction, so it takes an AsyncSession, not an "
                         f"{_what(obj)}: open one (`async with AsyncSession(engine) as session, "
                         f"session.begin(): ...`) and commit it yourself")
-    if isinstance(obj, (sa.Connection, AsyncConnection)):
+    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         raise TypeError(f"queue.{call}() takes an AsyncSession, not a {_what(obj)}: wrap the connection "
                         f"(`AsyncSession(bind=connection)`) to enqueue in its transaction")
     raise TypeError(f"queue.{call}() takes a sqlalchemy.ext.asyncio.AsyncSession, got {_what(obj)}")
 
 
 def _engine_hint(obj: object) -> str:
-    if isinstance(obj, (Session, AsyncSession)):
+    if isinstance(obj, Session) or is_async_session(obj):
         return "it opens its own short transaction; pass the session's engine (`session.get_bind()`)"
-    if isinstance(obj, (sa.Connection, AsyncConnection)):
+    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         return "it opens its own short transactions; pass the engine (`connection.engine`)"
     return "pass the application's engine"
 
@@ -71,7 +93,7 @@ def require_engine(obj: object, call: str) -> sa.Engine:
             raise TypeError(f"queue.{call}() got a sync Engine on the async driver {obj.dialect.driver!r}: "
                             f"create it with create_async_engine() and use `await queue.{call}_async(...)`")
         return obj
-    if isinstance(obj, AsyncEngine):
+    if is_async_engine(obj):
         raise TypeError(f"queue.{call}() takes a sync Engine, got an AsyncEngine: "
                         f"use `await queue.{call}_async(engine, ...)`")
     raise TypeError(f"queue.{call}() takes an Engine, got {_what(obj)}: {_engine_hint(obj)}")
@@ -79,7 +101,7 @@ def require_engine(obj: object, call: str) -> sa.Engine:
 
 def require_async_engine(obj: object, call: str) -> AsyncEngine:
     """``obj`` if it is an ``AsyncEngine``; a ``TypeError`` naming the right call otherwise."""
-    if isinstance(obj, AsyncEngine):
+    if is_async_engine(obj):
         return obj
     if isinstance(obj, sa.Engine):
         raise TypeError(f"queue.{call}() takes an AsyncEngine, got a sync Engine: "
@@ -89,7 +111,7 @@ def require_async_engine(obj: object, call: str) -> AsyncEngine:
 
 def require_worker_engine(obj: Any) -> sa.Engine | AsyncEngine:
     """A worker runs on an ``Engine`` or an ``AsyncEngine``; anything else is refused."""
-    if isinstance(obj, (sa.Engine, AsyncEngine)):
+    if isinstance(obj, sa.Engine) or is_async_engine(obj):
         return obj
     raise TypeError(f"Worker() takes an Engine or an AsyncEngine, got {_what(obj)}: "
                     f"a worker opens its own connections; {_engine_hint(obj)}")

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from marshmallow import Schema
 from sqlalchemy import Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
@@ -27,6 +26,9 @@ from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, task
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 T = TypeVar("T")
 

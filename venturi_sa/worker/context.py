@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 _ONE_SESSION = ("this run already uses ctx.{used}; a run's database work goes through one session, "
                 "committed together with its outcome, so use either ctx.session or ctx.session_async")

@@ -28,12 +28,16 @@ the worker, which disposes of them when it stops.
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import AsyncDriverMissing, InvalidOption
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 _LIBPQ = ("psycopg2", "psycopg", "psycopg_async")  # drivers sharing libpq's URL query parameters
 _MODULES = {"psycopg_async": "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2", "asyncpg": "asyncpg"}
@@ -76,12 +80,13 @@ class WorkerEngines:
                  async_engine: AsyncEngine | None, pool_size: int) -> None:
         self.pool_size = pool_size
         self._derived: list[sa.Engine | AsyncEngine] = []
-        if isinstance(engine, AsyncEngine):
+        if is_async_engine(engine):
             if async_engine is not None:
                 raise InvalidOption("Worker got an AsyncEngine and async_engine=; pass sync_engine= instead")
             self.async_engine: AsyncEngine | None = engine
             self.sync = sync_engine if sync_engine is not None else self._derive_sync(engine)
         else:
+            assert isinstance(engine, sa.Engine)  # require_worker_engine() refused anything else
             if sync_engine is not None:
                 raise InvalidOption("Worker got a sync Engine and sync_engine=; pass async_engine= instead")
             if engine.dialect.is_async:
@@ -92,7 +97,7 @@ class WorkerEngines:
             self.async_engine = async_engine
         if not isinstance(self.sync, sa.Engine) or self.sync.dialect.is_async:
             raise TypeError("Worker(sync_engine=...) takes a sync Engine on a sync driver")
-        if self.async_engine is not None and not isinstance(self.async_engine, AsyncEngine):
+        if self.async_engine is not None and not is_async_engine(self.async_engine):
             raise TypeError("Worker(async_engine=...) takes an AsyncEngine")
 
     def _derive_sync(self, engine: AsyncEngine) -> sa.Engine:
@@ -104,6 +109,8 @@ class WorkerEngines:
     def get_async(self) -> AsyncEngine:
         """The async engine, derived from the sync engine's URL on first use."""
         if self.async_engine is None:
+            from sqlalchemy.ext.asyncio import create_async_engine  # needs greenlet: only for async runs
+
             self.async_engine = create_async_engine(async_sibling_url(self.sync), pool_size=self.pool_size,
                                                     max_overflow=self.pool_size, pool_pre_ping=True)
             self._derived.append(self.async_engine)

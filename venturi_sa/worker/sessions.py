@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from venturi_sa.worker.loop import worker_loop
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 logger = logging.getLogger("venturi_sa.worker")
 T = TypeVar("T")

@@ -25,10 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
-from venturi_sa.binds import require_worker_engine
+from venturi_sa.binds import is_async_engine, require_worker_engine
 from venturi_sa.errors import InvalidOption
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
@@ -48,6 +47,8 @@ from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
     from venturi_sa.queue import Queue
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -87,7 +88,7 @@ class Worker:
                  listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
                  worker_id: str | None = None, on_event: EventHook | None = None,
                  batch_outcomes: bool = True, fetch_cooldown: float = 0.1,
-                 session_class: type[Session] = Session, async_session_class: type[AsyncSession] = AsyncSession,
+                 session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
                  sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
@@ -205,7 +206,9 @@ class Worker:
         """``ctx.session_async``: a fresh AsyncSession at READ COMMITTED (``AsyncDriverMissing`` if none)."""
         if self._async_sessions is None:
             bind = self.engines.get_async().execution_options(isolation_level=ISOLATION)
-            self._async_sessions = async_sessionmaker(bind=bind, class_=self.async_session_class,
+            from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # needs greenlet
+
+            self._async_sessions = async_sessionmaker(bind=bind, class_=self.async_session_class or AsyncSession,
                                                       expire_on_commit=False)
         return self._async_sessions()
 
@@ -289,7 +292,7 @@ class Worker:
             engines.append(used)
         for engine in engines:
             try:
-                if isinstance(engine, AsyncEngine):
+                if is_async_engine(engine):
                     worker_loop().run(engine.dispose())
                 else:
                     engine.dispose()
