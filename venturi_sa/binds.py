@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -44,9 +44,13 @@ def _what(obj: object) -> str:
 
 
 def require_session(obj: object, call: str) -> Session:
-    """``obj`` if it is a sync ``Session``; a ``TypeError`` naming the right call otherwise."""
+    """``obj`` if it is a sync ``Session`` (a ``scoped_session``, e.g. Flask-SQLAlchemy's
+    ``db.session``, stands for its current session); a ``TypeError`` naming the right call otherwise."""
     if isinstance(obj, Session):
         return obj
+    if isinstance(obj, scoped_session):
+        current: Session = obj()
+        return current
     if is_async_session(obj):
         raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
                         f"use `await queue.{call}_async(session, ...)`")
@@ -64,6 +68,8 @@ def require_async_session(obj: object, call: str) -> AsyncSession:
     """``obj`` if it is an ``AsyncSession``; a ``TypeError`` naming the right call otherwise."""
     if is_async_session(obj):
         return obj
+    if is_async(obj, "async_scoped_session"):
+        return obj()  # type: ignore[operator, no-any-return]
     sync_call = call.removesuffix("_async")
     if isinstance(obj, Session):
         raise TypeError(f"queue.{call}() takes an AsyncSession, got a sync Session: "
