@@ -35,7 +35,9 @@ def short_transaction(models: Models, engine: sa.Engine, isolation: str | None =
         with Session(bind) as session, session.begin():
             yield session
     except sa.exc.ProgrammingError as exc:
-        if getattr(exc.orig, "pgcode", None) in (_UNDEFINED_TABLE, _UNDEFINED_COLUMN):
+        # psycopg2 names the SQLSTATE ``pgcode``, psycopg 3 and asyncpg ``sqlstate``
+        code = getattr(exc.orig, "pgcode", None) or getattr(exc.orig, "sqlstate", None)
+        if code in (_UNDEFINED_TABLE, _UNDEFINED_COLUMN):
             raise SchemaNotMigrated(
                 f"queue {models.prefix!r} is not migrated (or is at an older version): "
                 f"run `venturi migrate --prefix {models.prefix}` or "
