@@ -282,9 +282,9 @@ async def listen_async(engine: AsyncEngine, channels: Sequence[str]) -> AsyncLis
     if driver not in ("asyncpg", "psycopg_async", "psycopg"):
         raise _unsupported(driver, "async engines use asyncpg or psycopg (postgresql+psycopg_async)")
     raw = await engine.raw_connection()
-    raw.detach()
-    conn = raw.driver_connection
+    conn = raw.driver_connection  # the asyncpg or psycopg connection itself (None once detached)
     assert conn is not None
+    raw.detach()
     try:
         if driver == "asyncpg":
             return await AsyncpgListening(conn).start(channels)
