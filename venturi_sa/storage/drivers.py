@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import select
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,7 +47,12 @@ class Driver:
     @property
     def installed(self) -> bool:
         """Whether the driver's module can be imported here."""
-        return importlib.util.find_spec(self.module) is not None
+        if self.module in sys.modules:
+            return sys.modules[self.module] is not None  # None: imports of it are blocked
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError):
+            return False
 
 
 DRIVERS: dict[str, Driver] = {
