@@ -25,7 +25,7 @@ from pgbouncer_kit import CONNECT_ARGS, PgBouncer
 from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
 
-from venturi_sa import Complete, JobContext, Queue, Task, Worker
+from venturi_sa import Complete, JobContext, Queue, Task, Worker, make_models
 from venturi_sa.models import JobBase
 from venturi_sa.worker import listener as listener_module
 
@@ -243,3 +243,43 @@ def test_asyncpg_enqueue_and_dedup(pgbouncer: PgBouncer, engine: sa.Engine, mode
         [row] = conn.execute(sa.select(models.jobs_table)).all()
     assert row.payload == {"account": 7, "reasons": ["a", "b", "c"]}
     assert len([r for r in caplog.records if "heard nothing" in r.getMessage()]) == 1
+
+
+# -- docs/drivers.md: its PgBouncer blocks run against this PgBouncer ------------------------
+
+def test_the_drivers_page_pgbouncer_examples_run(pgbouncer: PgBouncer, engine: sa.Engine, prefix: str) -> None:
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "drivers.md"
+    text = page.read_text()
+    found = [(text.count("\n", 0, m.start()) + 2, m.group(2))
+             for m in re.finditer(r"^```python([^\n]*)\n(.*?)^```\s*$", text, re.MULTILINE | re.DOTALL)
+             if {"no-run", "pgbouncer"} <= set(m.group(1).split())]
+    assert len(found) == 2
+    queue = Queue(make_models(prefix), [Noop])
+    bouncer = pgbouncer.url("psycopg2").split("://", 1)[1]
+    namespace: dict[str, Any] = {"bouncer": bouncer, "direct_engine": engine, "queue_prefix": prefix,
+                                 "bounced_queue": queue}
+    try:
+        for line, code in found:
+            exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)  # noqa: S102
+        enqueue(namespace["psycopg_engine"], queue, Noop(), Noop())
+        assert namespace["worker"].run_until_idle() == 2
+        with namespace["psycopg2_engine"].connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(queue.models.jobs_table)).scalar_one() == 2
+
+        async def through_asyncpg() -> int:
+            try:
+                async with namespace["asyncpg_engine"].connect() as conn:
+                    for _ in range(3):
+                        await conn.execute(sa.select(sa.func.count()).select_from(queue.models.jobs_table))
+                    return int((await conn.execute(sa.select(sa.literal(1)))).scalar_one())
+            finally:
+                await namespace["asyncpg_engine"].dispose()  # on the loop its connections belong to
+
+        assert asyncio.run(through_asyncpg()) == 1
+    finally:
+        for name in ("psycopg2_engine", "psycopg_engine"):
+            if name in namespace:
+                namespace[name].dispose()
