@@ -145,11 +145,10 @@ def test_the_async_listener_wakes_and_reconnects(driver: str, pg_url: str, engin
             await woken_by_notify()
             pid = listener.backend_pid
             assert pid is not None
+            wake.clear()
             await asyncio.to_thread(terminate, engine, pid)
-            for _ in range(400):
-                if listener.backend_pid not in (None, pid) and listener.connected.is_set():
-                    break
-                await asyncio.sleep(0.05)  # polling the adapter's state, not waiting for time to pass
+            await asyncio.wait_for(wake.wait(), 20)  # the catch-up wake after the reconnect
+            assert listener.backend_pid not in (None, pid)
             await woken_by_notify()
         finally:
             stopping.set()

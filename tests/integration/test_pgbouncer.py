@@ -30,6 +30,8 @@ from venturi_sa.models import JobBase
 from venturi_sa.worker import listener as listener_module
 
 SYNC = ("psycopg2", "psycopg")
+# The module's first test may install pgbouncer (apt-get update + install) in its fixture.
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
