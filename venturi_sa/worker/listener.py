@@ -154,6 +154,9 @@ class Listener(threading.Thread):
         while not self.stopping.is_set() and not self.deaf.is_set():
             try:
                 self._step()
+            except drivers.UnsupportedDriver as exc:
+                logger.warning("%s; this worker wakes by polling every poll_interval", exc)
+                self.deaf.set()
             except Exception as exc:  # noqa: BLE001 - any failure: reconnect
                 self._close()
                 self.stopping.wait(self.reconnects.failed(exc))
@@ -221,6 +224,9 @@ class AsyncListener:
             while not self.stopping.is_set() and not self.deaf.is_set():
                 try:
                     await self._step()
+                except drivers.UnsupportedDriver as exc:
+                    logger.warning("%s; this worker wakes by polling every poll_interval", exc)
+                    self.deaf.set()
                 except Exception as exc:  # noqa: BLE001 - any failure: reconnect
                     await self._close()
                     await self._pause(self.reconnects.failed(exc))
