@@ -209,6 +209,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
     p.add_argument("--port", type=int, help="use an existing server (superuser, trust auth) on this port")
     p.add_argument("--user", default="postgres")
+    p.add_argument("--driver", choices=("psycopg2", "psycopg"), default="psycopg2",
+                   help="the sync driver venturi_sa's engines use (default psycopg2)")
     return p.parse_args(argv)
 
 
@@ -222,6 +224,7 @@ def main(argv: list[str]) -> int:
     # Children (this file with `_child`) find the harness, our adapter and pgbench through the env.
     os.environ["PEERBENCH_HOME"] = str(harness)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    os.environ["VENTURI_BENCH_DRIVER"] = a.driver  # read by venturi_adapter, here and in children
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(BENCH_DIR), str(harness), *filter(None, [os.environ.get("PYTHONPATH")])])
 
@@ -289,7 +292,7 @@ def _run(a: argparse.Namespace, port: int) -> int:
     text += "\n### versions\n\n" + "\n".join(f"- {k} {v}" for k, v in versions.items()) + "\n"
     (runner.run_dir / "summary.md").write_text(text)
     summary = {
-        "stamp": runner.stamp, "config": dataclasses.asdict(cfg), "pg_settings": PG_SETTINGS,
+        "stamp": runner.stamp, "config": dataclasses.asdict(cfg), "driver": a.driver, "pg_settings": PG_SETTINGS,
         "python": sys.version.split()[0], "versions": versions, "ratios": ratios, "targets": target_list,
         "claim_cost": [{k: v for k, v in r.items() if k != "plan"} for r in claim_rows],
         "errors": [r for r in runner.results if r.get("value") is None],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,6 +29,9 @@ import alembic_venturi
 import venturi_sa
 
 PREFIX = "bench"
+# ``bench/run.py --driver`` sets this for itself and every child process.
+DRIVER = os.environ.get("VENTURI_BENCH_DRIVER", "psycopg2")
+DRIVER_DISTRIBUTIONS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg"}
 models = venturi_sa.make_models(PREFIX)
 queue = venturi_sa.Queue(models)
 
@@ -55,8 +59,8 @@ DESCRIPTIONS = {
 
 
 def engine_for(dsn: str, **kwargs: Any) -> sa.Engine:
-    """A psycopg2 engine for a ``postgresql://`` DSN from the harness."""
-    return sa.create_engine("postgresql+psycopg2://" + dsn.split("://", 1)[1], **kwargs)
+    """An engine on ``DRIVER`` (psycopg2 or psycopg) for a ``postgresql://`` DSN from the harness."""
+    return sa.create_engine(f"postgresql+{DRIVER}://" + dsn.split("://", 1)[1], **kwargs)
 
 
 class _Enqueuer:
@@ -94,13 +98,14 @@ def _run_one(dsn: str, options: dict[str, Any], stop: Any, started: Callable[[],
 
 class VenturiSaAdapter(QueueAdapter):
     name = "venturi_sa"
-    distributions = ("venturi", "SQLAlchemy", "psycopg2-binary")
+    distributions = ("venturi", "SQLAlchemy", DRIVER_DISTRIBUTIONS.get(DRIVER, DRIVER))
     worker_profiles = DESCRIPTIONS
     latency_profile = "default"
     remaining_sql = f"SELECT count(*) FROM {PREFIX}_jobs WHERE status IN ('pending', 'claimed')"
     notes = (
         "venturi_sa: enqueue_one = Session + queue.enqueue + commit; enqueue_bulk = "
-        "queue.enqueue_many(1000) + commit; worker = Worker.run() in a thread (LISTEN/NOTIFY on)."
+        "queue.enqueue_many(1000) + commit; worker = Worker.run() in a thread (LISTEN/NOTIFY on); "
+        f"driver {DRIVER}."
     )
 
     def setup(self, dsn: str) -> None:

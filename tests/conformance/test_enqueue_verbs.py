@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import errors
 from venturi_sa.models import new_job_id
+from venturi_sa.storage import drivers
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.enqueue import (
     DedupLockParams,
@@ -82,14 +83,8 @@ def test_insert_keeps_run_at_exactly(backend: Backend, engine: sa.Engine) -> Non
 
 
 def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backend, engine: sa.Engine) -> None:
-    import select
-
     channel = backend.models.names.channel
-    raw = engine.raw_connection()
-    raw.detach()
-    listener = raw.dbapi_connection
-    listener.autocommit = True
-    listener.cursor().execute(f'LISTEN "{channel}"')
+    listener = drivers.listen(engine, [channel])  # this engine's driver, through the adapter
     statements: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -105,15 +100,12 @@ def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backe
             finally:
                 sa.event.remove(engine, "before_cursor_execute", record)
             assert len(statements) == 1 and statements[0].lstrip().upper().startswith("INSERT")
-            assert not select.select([listener], [], [], 0.2)[0]  # nothing before commit
+            assert not listener.wait(0.2)  # nothing before commit
             session.commit()
         got: list[str] = []
         deadline = time.monotonic() + WAIT
         while len(got) < 2 and time.monotonic() < deadline:
-            if select.select([listener], [], [], 0.5)[0]:
-                listener.poll()
-                got += [n.payload for n in listener.notifies]
-                listener.notifies.clear()
+            got += [n.payload for n in listener.wait(0.5) if n.channel == channel]
         assert sorted(got) == ["a", "b"]  # once per kind
     finally:
         listener.close()

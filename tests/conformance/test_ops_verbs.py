@@ -23,6 +23,7 @@ from venturi_sa import Models
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
+from venturi_sa.storage.faults import sqlstate
 from venturi_sa.storage.history import HistoryParams, JobParams
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.stats import StatsParams
@@ -369,7 +370,7 @@ def test_admin_apply_holds_the_row_lock_until_the_transaction_ends(
             with pytest.raises(sa.exc.OperationalError) as locked:
                 other.execute(nowait)
             other.rollback()
-    assert getattr(locked.value.orig, "pgcode", None) == "55P03"  # lock_not_available
+    assert sqlstate(locked.value) == "55P03"  # lock_not_available
     with engine.connect() as other:
         assert other.execute(nowait).scalar_one() == job_id
         other.rollback()

@@ -1,7 +1,12 @@
 """Reaching the queue's database: DSN normalization, engines, the schema check.
 
-Engines made here use the psycopg2 driver, ``pool_pre_ping=True`` and a pool
-of at least ``concurrency + 4`` connections; sessions run in UTC.
+The CLI accepts every PostgreSQL URL SQLAlchemy knows a supported driver for
+(``postgresql://``, ``postgres://``, ``+psycopg2``, ``+psycopg``,
+``+asyncpg``, ``+psycopg_async``) and runs on a sync driver: an async URL
+is mapped to its sync sibling (asyncpg: psycopg if installed, else
+psycopg2; psycopg_async: psycopg), and a URL naming no driver uses psycopg2
+if installed, else psycopg.  Engines made here use ``pool_pre_ping=True``
+and a pool of at least ``concurrency + 4`` connections; sessions run in UTC.
 """
 
 from __future__ import annotations
@@ -17,14 +22,22 @@ import alembic_venturi
 from venturi_sa.cli.failures import CliError, first_line
 from venturi_sa.models import make_models
 from venturi_sa.queue import Queue
+from venturi_sa.storage.drivers import DEFAULT_SYNC, DRIVERS, Driver
 
 NO_DSN = "no database given: pass --dsn postgresql://user:password@host/dbname or set VENTURI_DSN"
-DRIVERS = {"postgres", "postgresql", "postgresql+psycopg2"}
+BACKENDS = {"postgres", "postgresql"}
 CONNECT_TIMEOUT = 10
+# Query keys of SQLAlchemy's asyncpg dialect that libpq (the sync drivers) does not know.
+ASYNCPG_ONLY = ("prepared_statement_cache_size", "statement_cache_size", "prepared_statement_name_func")
 
 
 def normalize_dsn(dsn: str | None) -> URL:
-    """``dsn`` as a SQLAlchemy URL on the psycopg2 driver (``postgres://`` and ``postgresql://`` accepted)."""
+    """``dsn`` as a SQLAlchemy URL on an installed sync driver (see the module docstring).
+
+    Raises a one-line :class:`CliError` for a database other than PostgreSQL,
+    a driver venturi does not support, or a driver that is not installed
+    (naming the extra that installs it).
+    """
     if not dsn or not dsn.strip():
         raise CliError(NO_DSN)
     try:
@@ -33,12 +46,41 @@ def normalize_dsn(dsn: str | None) -> URL:
         raise CliError(
             f"invalid DSN {redact(dsn)!r}: expected a URL like postgresql://user:password@host:5432/dbname"
         ) from None
-    if url.drivername not in DRIVERS:
+    backend, _, driver = url.drivername.partition("+")
+    if backend not in BACKENDS:
         raise CliError(
-            f"unsupported database {url.drivername!r} in the DSN: venturi needs PostgreSQL "
-            "(postgresql://...)"
+            f"unsupported database {backend!r} in the DSN: venturi needs PostgreSQL (postgresql://...)"
         )
-    return url.set(drivername="postgresql+psycopg2")
+    if driver and driver not in DRIVERS:
+        raise CliError(f"driver {driver} is not supported; use psycopg2, psycopg or asyncpg")
+    chosen = _sync_driver(DRIVERS[driver] if driver else None)
+    if driver and DRIVERS[driver].is_async:
+        url = _as_libpq(url)
+    return url.set(drivername=f"postgresql+{chosen.name}")
+
+
+def _sync_driver(asked: Driver | None) -> Driver:
+    """The installed sync driver the CLI runs ``asked`` on (None: a URL naming no driver)."""
+    if asked is not None and not asked.is_async:
+        if not asked.installed:
+            raise CliError(f"driver {asked.name} is not installed: pip install 'venturi[{asked.extra}]'")
+        return asked
+    candidates = [DRIVERS[name] for name in (asked.sync_siblings if asked else DEFAULT_SYNC)]
+    for candidate in candidates:
+        if candidate.installed:
+            return candidate
+    what = f"the {asked.name} URL" if asked else "a postgresql:// URL"
+    extras = " or ".join(f"'venturi[{c.extra}]'" for c in candidates)
+    names = " or ".join(c.name for c in candidates)
+    raise CliError(f"the CLI runs {what} on a sync driver ({names}), and none is installed: pip install {extras}")
+
+
+def _as_libpq(url: URL) -> URL:
+    """An async URL's query in libpq terms: asyncpg's ``ssl`` is ``sslmode``; its cache knobs go."""
+    query = {k: v for k, v in url.query.items() if k not in ASYNCPG_ONLY}
+    if "ssl" in query and "sslmode" not in query:
+        query["sslmode"] = query.pop("ssl")
+    return url.set(query=query)
 
 
 def redact(dsn: str) -> str:

@@ -17,8 +17,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import Models
-
-_UNDEFINED_TABLE, _UNDEFINED_COLUMN = "42P01", "42703"
+from venturi_sa.storage.faults import is_undefined_table
 
 
 @contextmanager
@@ -35,8 +34,7 @@ def short_transaction(models: Models, engine: sa.Engine, isolation: str | None =
         with Session(bind) as session, session.begin():
             yield session
     except sa.exc.ProgrammingError as exc:
-        code = getattr(exc.orig, "pgcode", None) or getattr(exc.orig, "sqlstate", None)  # psycopg 3: sqlstate
-        if code in (_UNDEFINED_TABLE, _UNDEFINED_COLUMN):
+        if is_undefined_table(exc):
             raise SchemaNotMigrated(
                 f"queue {models.prefix!r} is not migrated (or is at an older version): "
                 f"run `venturi migrate --prefix {models.prefix}` or "

@@ -1,76 +1,237 @@
 """LISTEN on the queue's channel and wake the producer on every notification.
 
-Runs on its own connection, taken out of the pool (so its LISTEN state never
-leaks into other checkouts) and in autocommit (a LISTEN inside an open
-transaction hears nothing).  On any connection error it reconnects with a
-capped backoff and wakes the producer, since notifications sent while it was
-disconnected are lost.
+Runs on its own connection (see :mod:`venturi_sa.storage.drivers`, the one
+place that knows each driver's way of waiting: psycopg2, psycopg 3, asyncpg).
+On any connection error it logs one line, reconnects with a capped backoff
+(failed attempts are logged at debug level only), logs one line when it is
+back, and wakes the producer, since notifications sent while it was
+disconnected are lost.  Meanwhile the producer's poll interval still drains
+the queue.
+
+After each connect the listener checks that it can hear at all: it sends a
+probe ``NOTIFY`` on a private channel from another connection.  Through a
+transaction-pooling proxy (PgBouncer ``pool_mode = transaction``) an idle
+client is attached to no server connection and hears nothing; the probe then
+never arrives, the listener logs one warning saying so and stops, and the
+worker wakes by polling alone (as with ``listen=False``).
+
+:class:`Listener` is the thread a sync :class:`~venturi_sa.worker.Worker`
+runs; :class:`AsyncListener` is the same loop for an event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import select
+import secrets
 import threading
-from typing import Any
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from venturi_sa.storage import drivers
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 logger = logging.getLogger("venturi_sa.worker")
+FIRST_BACKOFF = 0.1
+WAIT_SLICE = 0.5  # the longest one wait blocks before checking for a stop
+PROBE_TIMEOUT = 5.0  # how long a connection gets to hear its own probe NOTIFY
+
+
+class Reconnects:
+    """One listener's backoff and its log lines: one on loss, one on recovery."""
+
+    def __init__(self, channel: str, max_backoff: float) -> None:
+        self.channel = channel
+        self.max_backoff = max_backoff
+        self.delay = FIRST_BACKOFF
+        self.lost_at: float | None = None
+        self.losses = 0
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failure; returns how long to wait before the next attempt."""
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if self.lost_at is None:
+            self.lost_at = time.monotonic()
+            self.losses += 1
+            logger.warning("LISTEN connection lost (%s); reconnecting with backoff up to %.0fs, "
+                           "polling meanwhile", reason, self.max_backoff)
+        else:
+            logger.debug("LISTEN reconnect failed (%s); next attempt in %.1fs", reason, self.delay)
+        delay, self.delay = self.delay, min(self.delay * 2, self.max_backoff)
+        return delay
+
+    def connected(self) -> None:
+        if self.lost_at is not None:
+            logger.warning("LISTEN connection restored after %.1fs; waking the worker to catch up",
+                           time.monotonic() - self.lost_at)
+        self.lost_at = None
+        self.delay = FIRST_BACKOFF
+
+
+class Probe:
+    """A private channel and the deadline by which this connection must hear its NOTIFY."""
+
+    def __init__(self, timeout: float) -> None:
+        self.channel = f"venturi_probe_{secrets.token_hex(6)}"
+        self.timeout = timeout
+        self.deadline: float | None = None
+
+    def sent(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
+
+    def sort(self, notes: Sequence[drivers.Notification], channel: str) -> bool:
+        """Note a heard probe; returns whether ``notes`` hold a notification on ``channel``."""
+        if any(n.channel == self.channel for n in notes):
+            self.deadline = None
+        return any(n.channel == channel for n in notes)
+
+    def overdue(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def warn(self, listen_channel: str) -> None:
+        logger.warning(
+            "LISTEN on %s heard nothing within %.0fs of a test NOTIFY: the connection probably goes "
+            "through a transaction-pooling proxy (PgBouncer pool_mode=transaction), where LISTEN cannot "
+            "work; this worker now wakes by polling every poll_interval; run it with listen=False "
+            "(venturi worker --no-listen) or give it a direct connection to PostgreSQL",
+            listen_channel, self.timeout)
 
 
 class Listener(threading.Thread):
+    """The sync worker's LISTEN thread; sets ``wake`` on every notification of ``channel``."""
+
     def __init__(self, engine: sa.Engine, channel: str, wake: threading.Event,
-                 stopping: threading.Event, max_backoff: float = 5.0) -> None:
+                 stopping: threading.Event, max_backoff: float = 5.0,
+                 probe_timeout: float | None = None) -> None:
         super().__init__(name=f"venturi-listener-{channel}", daemon=True)
         self.engine = engine
         self.channel = channel  # derived from a validated prefix: a safe identifier
         self.wake = wake
         self.stopping = stopping
-        self.max_backoff = max_backoff
         self.connected = threading.Event()
-        self._conn: Any = None
+        self.deaf = threading.Event()  # set when the probe went unheard: polling only
+        self.reconnects = Reconnects(channel, max_backoff)
+        self.probe = Probe(PROBE_TIMEOUT if probe_timeout is None else probe_timeout)
+        self._listening: drivers.Listening | None = None
 
-    def _connect(self) -> Any:
-        raw = self.engine.raw_connection()
-        raw.detach()
-        conn = raw.dbapi_connection
-        assert conn is not None
-        conn.autocommit = True
-        cur = conn.cursor()
-        try:
-            cur.execute(f'LISTEN "{self.channel}"')
-        finally:
-            cur.close()
-        return conn
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process id of the LISTEN connection while connected."""
+        listening = self._listening
+        return listening.backend_pid if listening is not None else None
+
+    def _open(self) -> None:
+        self._listening = drivers.listen(self.engine, [self.channel, self.probe.channel])
+        with self.engine.begin() as conn:
+            conn.execute(drivers.notify_statement(self.probe.channel))
+        self.probe.sent()
+        self.reconnects.connected()
+        self.connected.set()
+        self.wake.set()  # catch up on anything sent while we were away
 
     def _close(self) -> None:
-        conn, self._conn = self._conn, None
+        listening, self._listening = self._listening, None
         self.connected.clear()
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection may fail too
-                pass
+        if listening is not None:
+            listening.close()
+
+    def _step(self) -> None:
+        if self._listening is None:
+            self._open()
+        assert self._listening is not None
+        if self.probe.sort(self._listening.wait(WAIT_SLICE), self.channel):
+            self.wake.set()
+        if self.probe.overdue():
+            self.probe.warn(self.channel)
+            self.deaf.set()
 
     def run(self) -> None:
-        backoff = 0.1
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self.deaf.is_set():
             try:
-                if self._conn is None:
-                    self._conn = self._connect()
-                    self.connected.set()
-                    backoff = 0.1
-                    self.wake.set()  # catch up on anything sent while we were away
-                ready, _, _ = select.select([self._conn], [], [], 0.5)
-                if ready:
-                    self._conn.poll()
-                    if self._conn.notifies:
-                        self._conn.notifies.clear()
-                        self.wake.set()
+                self._step()
+            except drivers.UnsupportedDriver as exc:
+                logger.warning("%s; this worker wakes by polling every poll_interval", exc)
+                self.deaf.set()
             except Exception as exc:  # noqa: BLE001 - any failure: reconnect
-                logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, backoff)
                 self._close()
-                self.stopping.wait(backoff)
-                backoff = min(backoff * 2, self.max_backoff)
+                self.stopping.wait(self.reconnects.failed(exc))
         self._close()
+
+
+class AsyncListener:
+    """:class:`Listener`'s loop for an event loop: ``await run()`` until ``stopping`` is set.
+
+    ``engine`` is an ``AsyncEngine`` on asyncpg or psycopg (async); ``wake``
+    is set on every notification of ``channel``, after each (re)connect, and
+    never from another thread.
+    """
+
+    def __init__(self, engine: AsyncEngine, channel: str, wake: asyncio.Event, stopping: asyncio.Event,
+                 max_backoff: float = 5.0, probe_timeout: float | None = None) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.wake = wake
+        self.stopping = stopping
+        self.connected = asyncio.Event()
+        self.deaf = asyncio.Event()
+        self.reconnects = Reconnects(channel, max_backoff)
+        self.probe = Probe(PROBE_TIMEOUT if probe_timeout is None else probe_timeout)
+        self._listening: drivers.AsyncListening | None = None
+
+    @property
+    def backend_pid(self) -> int | None:
+        listening = self._listening
+        return listening.backend_pid if listening is not None else None
+
+    async def _open(self) -> None:
+        self._listening = await drivers.listen_async(self.engine, [self.channel, self.probe.channel])
+        async with self.engine.begin() as conn:
+            await conn.execute(drivers.notify_statement(self.probe.channel))
+        self.probe.sent()
+        self.reconnects.connected()
+        self.connected.set()
+        self.wake.set()
+
+    async def _close(self) -> None:
+        listening, self._listening = self._listening, None
+        self.connected.clear()
+        if listening is not None:
+            await listening.close()
+
+    async def _step(self) -> None:
+        if self._listening is None:
+            await self._open()
+        assert self._listening is not None
+        if self.probe.sort(await self._listening.wait(WAIT_SLICE), self.channel):
+            self.wake.set()
+        if self.probe.overdue():
+            self.probe.warn(self.channel)
+            self.deaf.set()
+
+    async def _pause(self, delay: float) -> None:
+        try:
+            await asyncio.wait_for(self.stopping.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+
+    async def run(self) -> None:
+        try:
+            while not self.stopping.is_set() and not self.deaf.is_set():
+                try:
+                    await self._step()
+                except drivers.UnsupportedDriver as exc:
+                    logger.warning("%s; this worker wakes by polling every poll_interval", exc)
+                    self.deaf.set()
+                except Exception as exc:  # noqa: BLE001 - any failure: reconnect
+                    await self._close()
+                    await self._pause(self.reconnects.failed(exc))
+        finally:
+            await self._close()
+
+
+__all__ = ["AsyncListener", "Listener", "PROBE_TIMEOUT"]
