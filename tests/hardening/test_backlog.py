@@ -11,8 +11,9 @@ from kit import Events, enqueue, running, scalar
 from venturi_sa import JobContext, Queue, Task, Worker
 
 CONCURRENCY = 4
+BACKLOG = 16  # finished runs allowed to wait for their outcome write
 JOBS = 400
-BOUND = 12 * CONCURRENCY  # finished-but-unpersisted runs allowed: a small multiple of concurrency
+BOUND = BACKLOG + 2 * CONCURRENCY  # the backlog, the runs holding slots, and one claim's worth more
 STALL = 2.0  # seconds the outcome writes are held up
 
 
@@ -36,7 +37,8 @@ def test_unpersisted_outcomes_stay_bounded_while_writes_stall(engine: sa.Engine,
     queue = Queue(models, [Quick])
     enqueue(engine, queue, *[Quick() for _ in range(JOBS)])
     events = Events()
-    worker = Worker(queue, engine, concurrency=CONCURRENCY, poll_interval=0.1, listen=False, on_event=events)
+    worker = Worker(queue, engine, concurrency=CONCURRENCY, poll_interval=0.1, listen=False, on_event=events,
+                    max_backlog=BACKLOG)
     with engine.connect() as holder:
         # every outcome write inserts a journal row: this lock stalls them all (claims are untouched)
         holder.execute(sa.text(f"LOCK TABLE {prefix}_journal IN EXCLUSIVE MODE"))

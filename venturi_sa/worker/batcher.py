@@ -68,7 +68,8 @@ class Batcher(threading.Thread):
                 self._room.wait_for(lambda: self._backlog < self.max_backlog or self._closing)
             self._queue.append(run)
             self._backlog += 1
-            self._cond.notify()
+            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
+                self._cond.notify()  # the first outcome starts a batch; a full one ends its window
 
     def close(self, timeout: float) -> None:
         """Flush everything submitted, then stop; waits up to ``timeout`` seconds."""
@@ -87,8 +88,9 @@ class Batcher(threading.Thread):
             deadline = time.monotonic() + self.flush_interval
             while len(self._queue) < self.max_batch and not self._closing:
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._cond.wait(left):
+                if left <= 0:
                     break
+                self._cond.wait(left)  # woken early only by a full batch or close
             return [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
 
     def run(self) -> None:

@@ -66,7 +66,9 @@ class Worker:
     ``kinds`` limits the worker to some task kinds (default: all registered);
     ``concurrency`` is the number of jobs run at once; ``poll_interval`` the
     longest idle sleep; ``fetch_cooldown`` the longest a freed slot waits
-    for a claim while more work is eligible; ``listen=False`` disables
+    for a claim while more work is eligible; ``max_backlog`` how many
+    finished runs may wait for their outcome write before the worker stops
+    claiming (default ``max(4 * concurrency, 100)``); ``listen=False`` disables
     LISTEN/NOTIFY (e.g. behind a transaction-pooling proxy) and relies on
     polling alone; ``grace`` is how long a stop waits for running jobs
     before releasing them.  ``on_event(name, data)`` is called for
@@ -87,7 +89,7 @@ class Worker:
                  concurrency: int = 10, poll_interval: float = 5.0, batch_size: int = 100,
                  listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
                  worker_id: str | None = None, on_event: EventHook | None = None,
-                 batch_outcomes: bool = True, fetch_cooldown: float = 0.1,
+                 batch_outcomes: bool = True, fetch_cooldown: float = 0.1, max_backlog: int | None = None,
                  session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
                  sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None) -> None:
         if concurrency < 1:
@@ -96,6 +98,8 @@ class Worker:
             raise InvalidOption(f"poll_interval must be > 0, got {poll_interval}")
         if fetch_cooldown < 0:
             raise InvalidOption(f"fetch_cooldown must be >= 0, got {fetch_cooldown}")
+        if max_backlog is not None and max_backlog < 1:
+            raise InvalidOption(f"max_backlog must be >= 1, got {max_backlog}")
         self.queue = queue
         self.models = queue.models
         self.backend = backend_for(queue.models)
@@ -116,6 +120,7 @@ class Worker:
         self.on_event = on_event
         self.batch_outcomes = batch_outcomes
         self.fetch_cooldown = fetch_cooldown
+        self.max_backlog = max_backlog if max_backlog is not None else max(4 * concurrency, 100)
         self._sessions = sessionmaker(bind=self._engine, class_=session_class, expire_on_commit=False)
         self._async_sessions: async_sessionmaker[AsyncSession] | None = None
         self._tasks = {k: queue.registry.get(k) for k in self.kinds}
@@ -251,7 +256,7 @@ class Worker:
         if not lifecycle.check_schema(self.engine, self.models.prefix, self._stopping):
             return False
         batcher = Batcher(self.backend, self._engine, self._finished, self._retry_until, self._abort,
-                          max_backlog=max(4 * self.concurrency, 32)) if self.batch_outcomes else None
+                          max_backlog=self.max_backlog) if self.batch_outcomes else None
         keeper = LeaseKeeper(
             self.backend, self._engine, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
