@@ -43,6 +43,19 @@ def _what(obj: object) -> str:
     return type(obj).__name__
 
 
+def _not_a_session(obj: object, call: str, wanted: str, opener: str, full_name: str) -> TypeError:
+    """The error for an Engine, a Connection or anything else given where a session is needed."""
+    article = "an" if wanted[0] in "AEIOU" else "a"
+    if isinstance(obj, sa.Engine) or is_async_engine(obj):
+        return TypeError(f"queue.{call}() joins your transaction, so it takes {article} {wanted}, not an "
+                         f"{_what(obj)}: open one (`{opener} {wanted}(engine) as session, session.begin(): "
+                         f"...`) and commit it yourself")
+    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
+        return TypeError(f"queue.{call}() takes {article} {wanted}, not a {_what(obj)}: wrap the connection "
+                         f"(`{wanted}(bind=connection)`) to enqueue in its transaction")
+    return TypeError(f"queue.{call}() takes a {full_name}, got {_what(obj)}")
+
+
 def require_session(obj: object, call: str) -> Session:
     """``obj`` if it is a sync ``Session`` (a ``scoped_session``, e.g. Flask-SQLAlchemy's
     ``db.session``, stands for its current session); a ``TypeError`` naming the right call otherwise."""
@@ -54,14 +67,7 @@ def require_session(obj: object, call: str) -> Session:
     if is_async_session(obj):
         raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
                         f"use `await queue.{call}_async(session, ...)`")
-    if isinstance(obj, sa.Engine) or is_async_engine(obj):
-        raise TypeError(f"queue.{call}() joins your transaction, so it takes a Session, not an "
-                        f"{_what(obj)}: open one (`with Session(engine) as session, session.begin(): ...`) "
-                        f"and commit it yourself")
-    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
-        raise TypeError(f"queue.{call}() takes a Session, not a {_what(obj)}: wrap the connection "
-                        f"(`Session(bind=connection)`) to enqueue in its transaction")
-    raise TypeError(f"queue.{call}() takes a sqlalchemy.orm.Session, got {_what(obj)}")
+    raise _not_a_session(obj, call, "Session", "with", "sqlalchemy.orm.Session")
 
 
 def require_async_session(obj: object, call: str) -> AsyncSession:
@@ -74,14 +80,7 @@ def require_async_session(obj: object, call: str) -> AsyncSession:
     if isinstance(obj, Session):
         raise TypeError(f"queue.{call}() takes an AsyncSession, got a sync Session: "
                         f"use `queue.{sync_call}(session, ...)`")
-    if isinstance(obj, sa.Engine) or is_async_engine(obj):
-        raise TypeError(f"queue.{call}() joins your transaction, so it takes an AsyncSession, not an "
-                        f"{_what(obj)}: open one (`async with AsyncSession(engine) as session, "
-                        f"session.begin(): ...`) and commit it yourself")
-    if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
-        raise TypeError(f"queue.{call}() takes an AsyncSession, not a {_what(obj)}: wrap the connection "
-                        f"(`AsyncSession(bind=connection)`) to enqueue in its transaction")
-    raise TypeError(f"queue.{call}() takes a sqlalchemy.ext.asyncio.AsyncSession, got {_what(obj)}")
+    raise _not_a_session(obj, call, "AsyncSession", "async with", "sqlalchemy.ext.asyncio.AsyncSession")
 
 
 def _engine_hint(obj: object) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from worker_events import Events as Events  # re-exported for the tests of this tier
 
 from venturi_sa import Models, Queue, Task, Worker
 
@@ -88,59 +89,6 @@ def app_sessions(engine: sa.Engine, app: str, state: str | None = None) -> list[
     if state is not None:
         sql += " AND state = :s"
     return rows(engine, sql, a=app, s=state)
-
-
-class Events:
-    """An ``on_event`` hook that records events and lets a test wait for one.
-
-    ``hooks[name]`` callables run inside the hook (on the worker's thread)
-    for the event ``name``.
-    """
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, str, dict[str, Any]]] = []
-        self.hooks: dict[str, Callable[[dict[str, Any]], None]] = {}
-        self._cond = threading.Condition()
-
-    def __call__(self, name: str, data: dict[str, Any]) -> None:
-        with self._cond:
-            self.seen.append((time.monotonic(), name, dict(data)))
-            self._cond.notify_all()
-        hook = self.hooks.get(name)
-        if hook is not None:
-            hook(data)
-
-    def of(self, name: str, **match: Any) -> list[tuple[float, dict[str, Any]]]:
-        with self._cond:
-            return [(at, d) for at, n, d in self.seen
-                    if n == name and all(d.get(k) == v for k, v in match.items())]
-
-    def wait_for(self, name: str, timeout: float = WAIT, after: int = 0,
-                 **match: Any) -> tuple[float, dict[str, Any]]:
-        """The first event ``name`` (from index ``after``) whose data contains ``match``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for at, seen_name, data in self.seen[after:]:
-                    if seen_name == name and all(data.get(k) == v for k, v in match.items()):
-                        return at, data
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {name!r} event matching {match} within {timeout}s")
-                self._cond.wait(left)
-
-    def wait_count(self, name: str, n: int, timeout: float = WAIT) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while sum(1 for _, seen_name, _ in self.seen if seen_name == name) < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fewer than {n} {name!r} events within {timeout}s")
-                self._cond.wait(left)
-
-    def mark(self) -> int:
-        with self._cond:
-            return len(self.seen)
 
 
 class Background:

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from worker_events import Events as Events  # re-exported for the tests of this tier
 
 from venturi_sa import Models, Queue, Task, Worker
 
@@ -62,37 +63,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
-
-
-class Events:
-    """An ``on_event`` hook that records events and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, str, dict[str, Any]]] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, name: str, data: dict[str, Any]) -> None:
-        with self._cond:
-            self.seen.append((time.monotonic(), name, dict(data)))
-            self._cond.notify_all()
-
-    def wait_for(self, name: str, timeout: float = WAIT, after: int = 0,
-                 **match: Any) -> tuple[float, dict[str, Any]]:
-        """The first event ``name`` (from index ``after``) whose data contains ``match``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for at, seen_name, data in self.seen[after:]:
-                    if seen_name == name and all(data.get(k) == v for k, v in match.items()):
-                        return at, data
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {name!r} event matching {match} within {timeout}s")
-                self._cond.wait(left)
-
-    def mark(self) -> int:
-        with self._cond:
-            return len(self.seen)
 
 
 @contextmanager

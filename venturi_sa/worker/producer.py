@@ -143,13 +143,19 @@ class Producer:
         self.wake.wait(timeout)
 
     # -- loops -----------------------------------------------------------------------
+    def _waited(self) -> bool:
+        """Wait out :meth:`pause` if there is one; True if the loop should ask again."""
+        self.wake.clear()
+        pause = self.pause()
+        if pause > 0:
+            self.wake.wait(pause)
+            return True
+        return False
+
     def run(self) -> None:
         """Claim and wait until ``stopping`` is set."""
         while not self.stopping.is_set():
-            self.wake.clear()
-            pause = self.pause()
-            if pause > 0:
-                self.wake.wait(pause)
+            if self._waited():
                 continue
             if not self.claim_round().hungry and not self.stopping.is_set():
                 self.idle_wait()
@@ -161,10 +167,7 @@ class Producer:
         with no delay), so the loop waits for them before it concludes.
         """
         while not self.stopping.is_set():
-            self.wake.clear()
-            pause = self.pause()
-            if pause > 0:
-                self.wake.wait(pause)
+            if self._waited():
                 continue
             busy = len(self.inflight) > 0
             result = self.claim_round()
