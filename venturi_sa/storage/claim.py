@@ -88,6 +88,22 @@ def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool)
     return sa.func.ARRAY(best.scalar_subquery())
 
 
+def _next_visible(models: Models, params: ClaimParams) -> Any:
+    """Seconds until the soonest future ``visible_at`` among the claim's kinds (an InitPlan, run once).
+
+    Returned with the claimed rows, so a worker whose claim came back short
+    knows when to look again without a second round trip while its new
+    handlers start.
+    """
+    job = models.Job
+    soonest = (
+        sa.select(sa.func.min(job.visible_at))
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now())
+        .scalar_subquery()
+    )
+    return sa.func.extract("epoch", soonest - sa.func.now())
+
+
 def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, literal_caps: bool = False) -> Any:
     job = models.Job
     return (
@@ -104,6 +120,7 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
         .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
                    job.run_count, job.failure_count,
                    sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
+                   _next_visible(models, params).label("next_visible"),
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
     )
@@ -123,7 +140,8 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id, waited=float(r.waited))
+                   claimed_by=params.worker_id, waited=float(r.waited),
+                   next_visible=None if r.next_visible is None else max(0.0, float(r.next_visible)))
         for r in rows
     ]
     jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
@@ -147,8 +165,9 @@ def seconds_until_visible(models: Models, session: Runner, params: SoonestParams
 def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams) -> str:
     """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards)."""
     stmt = _build(models, params, params.limit, params.worker_id, literal_caps=True)
-    sql = stmt.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True})
-    return "\n".join(str(row[0]) for row in connection.exec_driver_sql("EXPLAIN " + str(sql).replace("%", "%%")))
+    compiled = stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
+    rows = connection.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
+    return "\n".join(str(row[0]) for row in rows)
 
 
 __all__ = ["claim", "claim_statement", "explain_claim", "seconds_until_visible"]

@@ -43,6 +43,7 @@ class ClaimedJob:
     failure_count: int
     claimed_by: str
     waited: float = 0.0  # seconds from visible_at to this claim, on the database clock
+    next_visible: float | None = None  # seconds until the soonest future visible_at of the claim's kinds
 
     @cached_property
     def fence(self) -> Fence:

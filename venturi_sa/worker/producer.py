@@ -35,10 +35,12 @@ DEFAULT_LEASE = timedelta(seconds=60)
 
 @dataclass(frozen=True)
 class Round:
-    """What one claim round did: how many jobs it claimed, and whether more may be waiting."""
+    """What one claim round did: how many jobs it claimed, whether more may be waiting, and
+    (when it claimed any) the seconds until the soonest future ``visible_at``."""
 
     claimed: int
     hungry: bool
+    next_visible: float | None = None
 
 
 class Producer:
@@ -103,7 +105,7 @@ class Producer:
         per_kind = Counter(job.kind for job in jobs)
         capped_full = any(per_kind[k] >= n for k, n in params.caps.items())
         self.hungry = len(jobs) >= params.limit or capped_full
-        return Round(len(jobs), self.hungry)
+        return Round(len(jobs), self.hungry, jobs[0].next_visible if jobs else None)
 
     # -- waiting ---------------------------------------------------------------------
     def slot_freed(self, free: int, kind: str) -> None:
@@ -129,17 +131,23 @@ class Producer:
             return 0.0
         return max(0.0, self._last_claim + self.fetch_cooldown - time.monotonic())
 
-    def idle_wait(self) -> None:
-        """Nothing eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval."""
+    def idle_wait(self, last: Round | None = None) -> None:
+        """Nothing more eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval.
+
+        A claim that took some jobs brought the soonest ``visible_at`` with it;
+        after an empty one it is looked up.
+        """
         self.on_idle()
         timeout = self.poll_interval
-        try:
-            with self.engine.connect() as conn:
-                soonest = self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds))
-            if soonest is not None:
-                timeout = min(timeout, soonest + 0.005)
-        except SQLAlchemyError as exc:
-            logger.debug("soonest-visible lookup failed: %s", exc)
+        soonest = last.next_visible if last is not None and last.claimed else None
+        if last is None or not last.claimed:
+            try:
+                with self.engine.connect() as conn:
+                    soonest = self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds))
+            except SQLAlchemyError as exc:
+                logger.debug("soonest-visible lookup failed: %s", exc)
+        if soonest is not None:
+            timeout = min(timeout, soonest + 0.005)
         self.wake.wait(timeout)
 
     # -- loops -----------------------------------------------------------------------
@@ -157,8 +165,9 @@ class Producer:
         while not self.stopping.is_set():
             if self._waited():
                 continue
-            if not self.claim_round().hungry and not self.stopping.is_set():
-                self.idle_wait()
+            result = self.claim_round()
+            if not result.hungry and not self.stopping.is_set():
+                self.idle_wait(result)
 
     def run_until_idle(self) -> None:
         """Claim until a claim finds nothing while no run is in flight.
