@@ -25,7 +25,7 @@ from venturi_sa.binds import require_async_engine, require_async_session, requir
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
-from venturi_sa.task import EmptyPayload, Handler, Registry, Task, task
+from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -71,8 +71,9 @@ class Queue:
              **policy: Any) -> Callable[[Handler], type[Task]]:
         """Decorate ``fn(payload, ctx)`` (plain or ``async def``) into a registered task type.
 
-        See :func:`venturi_sa.task`.
+        See :func:`venturi_sa.task`; an unknown policy key raises ``InvalidOption`` here.
         """
+        check_policy_keys(policy, "queue.task")
 
         def wrap(fn: Handler) -> type[Task]:
             return self.register(task(kind, payload=payload, carry=carry, **policy)(fn))
