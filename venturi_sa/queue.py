@@ -11,6 +11,8 @@ word.  A sync object passed to an async call, or the reverse, raises
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -144,6 +146,17 @@ class Queue:
         """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
         return history.journal(self.models, require_engine(engine, "journal"), job_id)
 
+    def result(self, engine: Engine, job_id: str, *, wait: float | None = None) -> Any:
+        """The completed job's result: what its handler returned (its last ``completed`` run's attachment).
+
+        ``JobNotFound`` if there is no such job; ``JobNotCompleted`` (with
+        ``.status``) if it is not completed.  With ``wait`` seconds, polls the
+        job row (every 50 ms, short read-only transactions) until it completes
+        and raises ``TimeoutError`` when the time runs out; a ``dead`` job
+        raises ``JobNotCompleted`` at once.
+        """
+        return history.result(self.models, require_engine(engine, "result"), job_id, wait)
+
     def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
                 finished_after: datetime | None = None, finished_before: datetime | None = None,
                 limit: int = 50, cursor: str | None = None) -> Page:
@@ -185,6 +198,20 @@ class Queue:
     async def journal_async(self, engine: AsyncEngine, job_id: str) -> list[JournalInfo]:
         """:meth:`journal` on an ``AsyncEngine``."""
         return await _on_sync_engine(engine, "journal_async", lambda e: history.journal(self.models, e, job_id))
+
+    async def result_async(self, engine: AsyncEngine, job_id: str, *, wait: float | None = None) -> Any:
+        """:meth:`result` on an ``AsyncEngine``; waiting sleeps with ``asyncio.sleep``, never blocking the loop."""
+        limit = history.check_wait(wait)
+        deadline = time.monotonic() + (limit or 0.0)
+        while True:
+            state = await _on_sync_engine(engine, "result_async",
+                                          lambda e: history.result_state(self.models, e, job_id))
+            if history.settled(self.models, job_id, state, waiting=limit is not None):
+                return state[1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise history.timed_out(self.models, job_id, limit or 0.0, state[0])
+            await asyncio.sleep(min(history.RESULT_POLL, left))
 
     async def history_async(self, engine: AsyncEngine, *, status: str | Sequence[str] | None = None,
                             kind: str | None = None, finished_after: datetime | None = None,
