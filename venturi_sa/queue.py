@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
+from venturi_sa import added_jobs
 from venturi_sa import enqueue as enqueueing
 from venturi_sa.binds import require_async_engine, require_async_session, require_engine, require_session
 from venturi_sa.models import JobBase, Models
@@ -49,12 +50,21 @@ class Queue:
     Registering a kind twice raises ``DuplicateKind``.  With ``notify=False``
     enqueues send no ``NOTIFY`` (saving its commit-time cost, a few tenths of
     a millisecond): for deployments whose workers poll (``listen=False``).
+    A ``Job`` added to any session directly (``session.add(Job(...))``)
+    sends its queue's ``NOTIFY`` in the flush that inserts it (delivered on
+    commit) unless every queue of its models has ``notify=False``.  With
+    ``check_added_jobs=True`` such a job is also checked at flush, raising
+    the errors enqueue raises (an unknown kind, a payload failing its
+    schema) before anything is written.
     """
 
-    def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True) -> None:
+    def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
+                 check_added_jobs: bool = False) -> None:
         self.models = models
         self.registry = Registry(tuple(tasks))
         self.notify = notify
+        self.check_added_jobs = check_added_jobs
+        added_jobs.register(self)
         self.enqueue_hooks: list[EnqueueHook] = []
         """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
 
@@ -81,6 +91,19 @@ class Queue:
             return self.register(task(kind, payload=payload, carry=carry, **policy)(fn))
 
         return wrap
+
+    def job(self, task: Task, *, priority: int | None = None, delay: timedelta | None = None,
+            run_at: datetime | None = None) -> JobBase:
+        """An unsaved, validated ``Job`` for ``task``: ``session.add(queue.job(...))`` enqueues it.
+
+        Validated as :meth:`enqueue` validates, touching no session; the
+        flush that inserts it sends the queue's ``NOTIFY`` (delivered on
+        commit), and its times are the database clock at that INSERT.  A
+        task with a dedup key raises ``InvalidOption``: use :meth:`enqueue`,
+        whose merge needs the session.
+        """
+        return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
+                                    run_at=run_at)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
                 delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
