@@ -25,6 +25,7 @@ from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id
 from venturi_sa.outcomes import Coalesce, Independent
+from venturi_sa.storage.added import enqueue_time, visible_time
 from venturi_sa.storage.backend import Backend, backend_for
 from venturi_sa.storage.enqueue import (
     DedupLockParams,
@@ -219,3 +220,24 @@ def _write(models: Models, backend: Backend, session: Session, prepared: list[_P
         backend.record_merges(session, RecordMergesParams(merges=writes))
     return [jobs[p.job_id] for p in prepared]
 
+
+
+def build_job(models: Models, registry: Registry, task: Task, *, priority: object = None, delay: object = None,
+              run_at: object = None) -> JobBase:
+    """An unsaved, validated ``Job`` for ``task``, for the caller to ``session.add``; touches no session.
+
+    Validated exactly as :func:`enqueue_many` validates (kind, payload,
+    priority, delay/run_at).  Its times come from the database clock at its
+    INSERT.  A task with a dedup key is refused: its merge needs the session,
+    so it must go through ``queue.enqueue``.
+    """
+    when = When.check(delay, run_at)
+    p = _prepare(registry, task, priority)
+    if p.dedup_key is not None:
+        raise InvalidOption(
+            f"{type(task).__name__} has a dedup key ({p.dedup_key!r}): its merge with a pending sibling needs "
+            "the session, so use queue.enqueue(session, task) instead of queue.job(...)"
+        )
+    return models.Job(id=p.job_id, kind=p.kind, payload=p.payload, priority=p.priority,
+                      status="pending", run_count=0, failure_count=0, created_at=enqueue_time(),
+                      visible_at=visible_time(when.delay, when.run_at))

@@ -50,6 +50,14 @@ class JobNotFound(VenturiError, LookupError):
     """No job with the given id exists in the queue."""
 
 
+class JobNotCompleted(VenturiError, LookupError):
+    """A job's result was asked for, but the job is not ``completed`` (``status`` says what it is)."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class InvalidTransition(VenturiError):
     """An admin action asked for a state change the job's status forbids."""
 

@@ -1,6 +1,10 @@
 """Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``.
 
-The tables describe the seed DDL exactly.  Every index and constraint has an
+The tables describe the seed DDL exactly on PostgreSQL.  The JSON columns
+are ``JSON`` with a ``JSONB`` variant for PostgreSQL (and the journal id an
+``INTEGER`` on SQLite), so an application whose test suite runs on SQLite
+can ``Base.metadata.create_all`` with venturi's tables among its models; the
+queue itself (enqueue, workers, operations) needs PostgreSQL.  Every index and constraint has an
 explicit name equal to PostgreSQL's own default for that DDL, wrapped in
 ``conv()`` so a project's ``naming_convention`` cannot rename it; Alembic
 autogenerate against a database migrated by ``alembic_venturi`` therefore
@@ -15,7 +19,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import conv
 from ulid import ULID
 
@@ -28,6 +34,28 @@ NORMAL_PRIORITY = 1
 def new_job_id() -> str:
     """A fresh ULID in its canonical 26-character form."""
     return str(ULID())
+
+
+def json_column_type(none_as_null: bool = False) -> sa.types.TypeEngine[Any]:
+    """``JSONB`` on PostgreSQL, plain ``JSON`` elsewhere (so an SQLite test suite can ``create_all``)."""
+    return sa.JSON(none_as_null=none_as_null).with_variant(postgresql.JSONB(none_as_null=none_as_null),
+                                                           "postgresql")
+
+
+class JsonNullDefault(sa.sql.expression.ColumnElement[Any]):
+    """The server default JSON ``null``: ``'null'::jsonb`` on PostgreSQL, ``'null'`` elsewhere."""
+
+    inherit_cache = True
+
+
+@compiles(JsonNullDefault)
+def _json_null_default(element: JsonNullDefault, compiler: SQLCompiler, **kw: Any) -> str:
+    return "'null'"
+
+
+@compiles(JsonNullDefault, "postgresql")
+def _json_null_default_pg(element: JsonNullDefault, compiler: SQLCompiler, **kw: Any) -> str:
+    return "'null'::jsonb"
 
 
 def _in_list(column: str, values: tuple[str, ...]) -> str:
@@ -160,7 +188,7 @@ def _job_columns() -> dict[str, Any]:
     return {
         "id": mapped_column(sa.Text, default=new_job_id),
         "kind": mapped_column(sa.Text, nullable=False),
-        "payload": mapped_column(postgresql.JSONB, nullable=False),
+        "payload": mapped_column(json_column_type(), nullable=False),
         "priority": mapped_column(sa.SmallInteger, nullable=False, server_default=sa.text("1"),
                                   default=NORMAL_PRIORITY),
         "status": mapped_column(sa.Text, nullable=False, default=Status.PENDING.value),
@@ -172,15 +200,14 @@ def _job_columns() -> dict[str, Any]:
         "run_count": mapped_column(sa.Integer, nullable=False, server_default=sa.text("0"), default=0),
         "failure_count": mapped_column(sa.Integer, nullable=False, server_default=sa.text("0"),
                                        default=0),
-        "carry": mapped_column(postgresql.JSONB, nullable=False,
-                               server_default=sa.text("'null'::jsonb")),
+        "carry": mapped_column(json_column_type(), nullable=False, server_default=JsonNullDefault()),
         "dedup_key": mapped_column(sa.Text, nullable=True),
     }
 
 
 def _journal_columns() -> dict[str, Any]:
     return {
-        "id": mapped_column(sa.BigInteger, sa.Identity(always=True)),
+        "id": mapped_column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.Identity(always=True)),
         "job_id": mapped_column(sa.Text, nullable=False),
         "kind": mapped_column(sa.Text, nullable=False),
         "run_no": mapped_column(sa.Integer, nullable=False),
@@ -188,7 +215,7 @@ def _journal_columns() -> dict[str, Any]:
                                      default=sa.func.clock_timestamp()),
         "outcome": mapped_column(sa.Text, nullable=False),
         "note": mapped_column(sa.Text, nullable=True),
-        "attachment": mapped_column(postgresql.JSONB(none_as_null=True), nullable=True),
+        "attachment": mapped_column(json_column_type(none_as_null=True), nullable=True),
     }
 
 

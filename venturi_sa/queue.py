@@ -11,6 +11,8 @@ word.  A sync object passed to an async call, or the reverse, raises
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,12 +22,13 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
+from venturi_sa import added_jobs
 from venturi_sa import enqueue as enqueueing
 from venturi_sa.binds import require_async_engine, require_async_session, require_engine, require_session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
-from venturi_sa.task import EmptyPayload, Handler, Registry, Task, task
+from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -47,12 +50,21 @@ class Queue:
     Registering a kind twice raises ``DuplicateKind``.  With ``notify=False``
     enqueues send no ``NOTIFY`` (saving its commit-time cost, a few tenths of
     a millisecond): for deployments whose workers poll (``listen=False``).
+    A ``Job`` added to any session directly (``session.add(Job(...))``)
+    sends its queue's ``NOTIFY`` in the flush that inserts it (delivered on
+    commit) unless every queue of its models has ``notify=False``.  With
+    ``check_added_jobs=True`` such a job is also checked at flush, raising
+    the errors enqueue raises (an unknown kind, a payload failing its
+    schema) before anything is written.
     """
 
-    def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True) -> None:
+    def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
+                 check_added_jobs: bool = False) -> None:
         self.models = models
         self.registry = Registry(tuple(tasks))
         self.notify = notify
+        self.check_added_jobs = check_added_jobs
+        added_jobs.register(self)
         self.enqueue_hooks: list[EnqueueHook] = []
         """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
 
@@ -71,13 +83,27 @@ class Queue:
              **policy: Any) -> Callable[[Handler], type[Task]]:
         """Decorate ``fn(payload, ctx)`` (plain or ``async def``) into a registered task type.
 
-        See :func:`venturi_sa.task`.
+        See :func:`venturi_sa.task`; an unknown policy key raises ``InvalidOption`` here.
         """
+        check_policy_keys(policy, "queue.task")
 
         def wrap(fn: Handler) -> type[Task]:
             return self.register(task(kind, payload=payload, carry=carry, **policy)(fn))
 
         return wrap
+
+    def job(self, task: Task, *, priority: int | None = None, delay: timedelta | None = None,
+            run_at: datetime | None = None) -> JobBase:
+        """An unsaved, validated ``Job`` for ``task``: ``session.add(queue.job(...))`` enqueues it.
+
+        Validated as :meth:`enqueue` validates, touching no session; the
+        flush that inserts it sends the queue's ``NOTIFY`` (delivered on
+        commit), and its times are the database clock at that INSERT.  A
+        task with a dedup key raises ``InvalidOption``: use :meth:`enqueue`,
+        whose merge needs the session.
+        """
+        return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
+                                    run_at=run_at)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
                 delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
@@ -143,6 +169,17 @@ class Queue:
         """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
         return history.journal(self.models, require_engine(engine, "journal"), job_id)
 
+    def result(self, engine: Engine, job_id: str, *, wait: float | None = None) -> Any:
+        """The completed job's result: what its handler returned (its last ``completed`` run's attachment).
+
+        ``JobNotFound`` if there is no such job; ``JobNotCompleted`` (with
+        ``.status``) if it is not completed.  With ``wait`` seconds, polls the
+        job row (every 50 ms, short read-only transactions) until it completes
+        and raises ``TimeoutError`` when the time runs out; a ``dead`` job
+        raises ``JobNotCompleted`` at once.
+        """
+        return history.result(self.models, require_engine(engine, "result"), job_id, wait)
+
     def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
                 finished_after: datetime | None = None, finished_before: datetime | None = None,
                 limit: int = 50, cursor: str | None = None) -> Page:
@@ -184,6 +221,20 @@ class Queue:
     async def journal_async(self, engine: AsyncEngine, job_id: str) -> list[JournalInfo]:
         """:meth:`journal` on an ``AsyncEngine``."""
         return await _on_sync_engine(engine, "journal_async", lambda e: history.journal(self.models, e, job_id))
+
+    async def result_async(self, engine: AsyncEngine, job_id: str, *, wait: float | None = None) -> Any:
+        """:meth:`result` on an ``AsyncEngine``; waiting sleeps with ``asyncio.sleep``, never blocking the loop."""
+        limit = history.check_wait(wait)
+        deadline = time.monotonic() + (limit or 0.0)
+        while True:
+            state = await _on_sync_engine(engine, "result_async",
+                                          lambda e: history.result_state(self.models, e, job_id))
+            if history.settled(self.models, job_id, state, waiting=limit is not None):
+                return state[1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise history.timed_out(self.models, job_id, limit or 0.0, state[0])
+            await asyncio.sleep(min(history.RESULT_POLL, left))
 
     async def history_async(self, engine: AsyncEngine, *, status: str | Sequence[str] | None = None,
                             kind: str | None = None, finished_after: datetime | None = None,

@@ -25,10 +25,11 @@ plain ``run``; ``ctx.session_async`` is its ``AsyncSession``.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,14 +37,17 @@ from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
-from venturi_sa.outcomes import Coalesce, MergeDecision, RunOutcome
+from venturi_sa.outcomes import Coalesce, MergeDecision
 
 if TYPE_CHECKING:
     from venturi_sa.models import JobBase
     from venturi_sa.worker.context import JobContext
 
-Handler = Callable[[Any, "JobContext"], "RunOutcome | None | Awaitable[RunOutcome | None]"]
-"""What :func:`task` decorates: ``fn(payload, ctx)``, plain or ``async def``."""
+Handler = Callable[[Any, "JobContext"], object]
+"""What :func:`task` decorates: ``fn(payload, ctx)``, plain or ``async def``.
+
+It returns an outcome, ``None`` (``Complete()``) or any JSON value (the job's result).
+"""
 
 KIND_PATTERN = re.compile(r"[A-Za-z0-9_.:\-/]{1,200}")
 MAX_BACKOFF = timedelta(hours=1)
@@ -142,8 +146,15 @@ class Task:
         """
         return Coalesce(existing.payload)
 
-    def run(self, ctx: JobContext) -> RunOutcome | None | Awaitable[RunOutcome | None]:
-        """Do the work.  Return an outcome (``None`` means ``Complete()``); may be ``async def``."""
+    def run(self, ctx: JobContext) -> object:
+        """Do the work; may be ``async def``.
+
+        Return an outcome (``None`` means ``Complete()``) or any JSON value:
+        the job's result, recorded as ``Complete`` with the value as the
+        run's journal attachment (it replaces one set with
+        ``ctx.set_attachment``) and read back with ``queue.result(...)``.
+        A value JSON cannot store is a retryable failure.
+        """
         raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
 
 
@@ -162,6 +173,26 @@ def _check_policy(cls: type[Task]) -> None:
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
 
 
+POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "backoff", "dedup_key")
+"""The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
+
+
+def check_policy_keys(policy: dict[str, Any], call: str = "task") -> None:
+    """Raise ``InvalidOption`` naming each unknown policy key, the valid ones and a close match."""
+    unknown = [name for name in policy if name not in POLICY_KEYS]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, POLICY_KEYS, n=1)
+        hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    plural = "s" if len(unknown) > 1 else ""
+    raise InvalidOption(
+        f"{call}() got unknown policy key{plural} {', '.join(hints)}; "
+        f"valid keys: payload, carry, {', '.join(POLICY_KEYS)}"
+    )
+
+
 def task(
     kind: str,
     *,
@@ -173,14 +204,17 @@ def task(
 
     ``policy`` takes the class attributes of :class:`Task` (``priority``,
     ``max_failures``, ``lease``, ``concurrency``) and ``backoff``/``dedup_key``
-    callables.  The result is an ordinary ``Task`` subclass.
+    callables.  The result is an ordinary ``Task`` subclass.  An unknown
+    policy key raises ``InvalidOption`` at once, naming it, the valid keys
+    and the closest one.
     """
+    check_policy_keys(policy)
 
     def wrap(fn: Handler) -> type[Task]:
         run: Callable[[Task, JobContext], Any]
         if inspect.iscoroutinefunction(fn):
-            async def run(self: Task, ctx: JobContext) -> RunOutcome | None:
-                return await fn(self.payload, ctx)  # type: ignore[no-any-return]
+            async def run(self: Task, ctx: JobContext) -> object:
+                return await fn(self.payload, ctx)
         else:
             def run(self: Task, ctx: JobContext) -> Any:
                 return fn(self.payload, ctx)

@@ -86,7 +86,7 @@ def test_task_decorator_on_an_async_function(engine: sa.Engine, models: Any) -> 
     assert job_row(engine, models, dead).status == "dead"
 
 
-def test_a_returned_non_outcome_is_dead_as_for_sync_runs(engine: sa.Engine, models: Any) -> None:
+def test_a_returned_value_is_the_result_as_for_sync_runs(engine: sa.Engine, models: Any) -> None:
     class Odd(Task):
         KIND = "odd"
 
@@ -96,7 +96,8 @@ def test_a_returned_non_outcome_is_dead_as_for_sync_runs(engine: sa.Engine, mode
     queue = Queue(models, [Odd])
     [job_id] = enqueue(engine, queue, Odd())
     drain(queue, engine)
-    assert journal(engine, models, job_id)[-1].note.startswith("handler returned 42")
+    entry = journal(engine, models, job_id)[-1]
+    assert (entry.outcome, entry.attachment) == ("completed", 42)
 
 
 # -- ctx.session_async: exactly once, fenced ------------------------------------------------

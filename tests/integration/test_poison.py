@@ -31,7 +31,7 @@ def make_tasks(done: list[Any]) -> tuple[type[Task], type[Task], type[Task]]:
         KIND = "junk"
 
         def run(self, ctx: JobContext) -> Any:
-            return 42
+            return {42}  # neither an outcome nor JSON
 
     class Raiser(Task):
         KIND = "raiser"
@@ -72,7 +72,8 @@ def test_stored_payload_that_no_longer_loads_is_dead_with_a_clear_note(
         assert "stored payload" in entry.note and needle in entry.note
 
 
-def test_handler_returning_a_non_outcome_is_dead_with_a_clear_note(engine: sa.Engine, models: Any) -> None:
+def test_handler_returning_a_non_json_value_is_a_retryable_failure_with_a_clear_note(
+        engine: sa.Engine, models: Any) -> None:
     done: list[Any] = []
     Receipt, Junk, Raiser = make_tasks(done)
     queue = Queue(models, [Receipt, Junk, Raiser])
@@ -80,8 +81,8 @@ def test_handler_returning_a_non_outcome_is_dead_with_a_clear_note(engine: sa.En
     after = enqueue(engine, queue, Receipt(order_id=1), Receipt(order_id=2))
     drain(queue, engine, concurrency=1)
     [entry] = journal(engine, models, junk)
-    assert job_row(engine, models, junk).status == "dead"
-    assert entry.outcome == "dead" and "returned 42" in entry.note and "Complete" in entry.note
+    assert (job_row(engine, models, junk).status, job_row(engine, models, junk).failure_count) == ("pending", 1)
+    assert entry.outcome == "retried" and "set is not JSON" in entry.note and "the job's result" in entry.note
     assert sorted(done) == [1, 2] and all(job_row(engine, models, j).status == "completed" for j in after)
 
 

@@ -69,20 +69,26 @@ def test_outcomes_are_classified_as_the_worker_would() -> None:
     lambda ctx: Retry(delay=5),
     lambda ctx: Pause(until=datetime(2030, 1, 1)),
     lambda ctx: Complete(note=42),
-    lambda ctx: "done",
 ])
-def test_a_bad_outcome_fails_the_unit_test_not_production(bad: Callable[[JobContext], Any]) -> None:
-    with pytest.raises(RejectedOutcome, match="a worker would record") as rejected:
+def test_a_bad_outcome_raises_where_it_is_built(bad: Callable[[JobContext], Any]) -> None:
+    with pytest.raises(InvalidOption, match="must be"):
         perform(_with(bad))
-    assert rejected.value.performed.outcome in (Outcome.RETRIED, Outcome.DEAD)
     lenient = perform(_with(bad), strict=False)
+    assert lenient.outcome is Outcome.RETRIED and lenient.note and lenient.note.startswith("InvalidOption: ")
+
+
+def test_a_returned_value_that_is_not_json_fails_the_unit_test_not_production() -> None:
+    with pytest.raises(RejectedOutcome, match="a worker would record") as rejected:
+        perform(_with(lambda ctx: {"done"}))
+    assert rejected.value.performed.outcome is Outcome.RETRIED
+    lenient = perform(_with(lambda ctx: {"done"}), strict=False)
     assert lenient == rejected.value.performed
 
 
 def test_bad_retry_is_recorded_as_the_worker_records_it_when_not_strict() -> None:
     performed = perform(_with(lambda ctx: Retry(delay=5)), strict=False)
     assert performed.outcome is Outcome.RETRIED
-    assert performed.note == "invalid outcome Retry: Retry(delay=5) needs a timedelta"
+    assert performed.note == "InvalidOption: Retry.delay must be a datetime.timedelta, got int 5"
 
 
 def test_a_handler_exception_is_reraised_or_returned() -> None:

@@ -36,9 +36,10 @@ class Job(Task):
         result = self.payload["result"]
         if result == "raise":
             raise RuntimeError("kaput")
-        return {"none": None, "complete": Complete("ok"), "die": Die("no"), "retry": Retry("again"),
-                "pause": Pause(delay=timedelta(seconds=5), note="later"), "junk": "junk",
-                "naive": Pause(until=datetime(2030, 1, 1))}[result]
+        return {"none": lambda: None, "complete": lambda: Complete("ok"), "die": lambda: Die("no"),
+                "retry": lambda: Retry("again"), "pause": lambda: Pause(delay=timedelta(seconds=5), note="later"),
+                "junk": lambda: "junk", "set": lambda: {"a"},
+                "naive": lambda: Pause(until=datetime(2030, 1, 1))}[result]()
 
 
 def make_run(payload: Any, failure_count: int = 0, carry: Any = None) -> Run:
@@ -60,7 +61,7 @@ def outcome_of(result: str, failure_count: int = 0, carry: Any = None) -> Any:
 @pytest.mark.parametrize(("result", "outcome", "failure"), [
     ("none", Outcome.COMPLETED, False), ("complete", Outcome.COMPLETED, False), ("die", Outcome.DEAD, False),
     ("retry", Outcome.RETRIED, True), ("raise", Outcome.RETRIED, True), ("pause", Outcome.PAUSED, False),
-    ("junk", Outcome.DEAD, False), ("naive", Outcome.RETRIED, True),
+    ("junk", Outcome.COMPLETED, False), ("set", Outcome.RETRIED, True), ("naive", Outcome.RETRIED, True),
 ])
 def test_each_result_maps_to_its_outcome(result: str, outcome: Outcome, failure: bool) -> None:
     params = outcome_of(result)
@@ -72,7 +73,8 @@ def test_notes_and_delays() -> None:
     assert outcome_of("raise").note == "RuntimeError: kaput"
     assert outcome_of("raise").delay == timedelta(seconds=10)
     assert outcome_of("raise", failure_count=1).delay == timedelta(seconds=20)
-    assert "returned 'junk'" in outcome_of("junk").note
+    assert outcome_of("junk").attachment == "junk" and outcome_of("junk").note is None
+    assert "set is not JSON" in outcome_of("set").note
     assert "timezone-aware" in outcome_of("naive").note
     assert outcome_of("pause").delay == timedelta(seconds=5)
 

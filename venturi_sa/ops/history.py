@@ -1,4 +1,4 @@
-"""Reading a queue's history: one job, its journal timeline, and keyset-paged listings.
+"""Reading a queue's history: one job, its journal timeline, its result, and keyset-paged listings.
 
 Every function opens one short read-only transaction on the engine (see
 :mod:`venturi_sa.ops.transaction`) and takes no locks, so it never waits on
@@ -11,17 +11,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
-from venturi_sa.errors import InvalidOption, JobNotFound
+from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.options import aware, statuses
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.states import STATUSES
+from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.history import HistoryParams, JobParams
 
@@ -54,6 +57,67 @@ def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]
         if not rows and backend.job_row(session, params) is None:
             raise job_not_found(models, job_id)
     return [JournalInfo(**r._mapping) for r in rows]
+
+
+# -- job results ------------------------------------------------------------------------
+
+RESULT_POLL = 0.05
+"""Seconds between reads of the job row while ``result(..., wait=...)`` waits."""
+
+
+def check_wait(wait: object) -> float | None:
+    """``wait`` as seconds (None: do not wait); anything but a finite number >= 0 raises ``InvalidOption``."""
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not math.isfinite(wait) or wait < 0:
+        raise InvalidOption(f"result wait must be None or a number of seconds >= 0, got {wait!r}")
+    return float(wait)
+
+
+def result_state(models: Models, engine: sa.Engine, job_id: str) -> tuple[str, Any]:
+    """One read of ``(status, result)``; raises ``JobNotFound`` if there is no such job."""
+    with short_transaction(models, engine) as session:
+        row = backend_for(models).job_result(session, JobParams(job_id=job_id))
+    if row is None:
+        raise job_not_found(models, job_id)
+    return row.status, row.result
+
+
+def settled(models: Models, job_id: str, state: tuple[str, Any], waiting: bool) -> bool:
+    """True if ``state`` is completed; raises ``JobNotCompleted`` if it is dead, or not completed and not waiting."""
+    status = state[0]
+    if status == Status.COMPLETED.value:
+        return True
+    if status == Status.DEAD.value or not waiting:
+        raise JobNotCompleted(
+            f"job {job_id!r} in queue {models.prefix!r} is {status}, not completed: it has no result"
+            + ("" if status == Status.DEAD.value else " yet (pass wait=seconds to wait for it)"), status)
+    return False
+
+
+def timed_out(models: Models, job_id: str, wait: float, status: str) -> TimeoutError:
+    return TimeoutError(f"job {job_id!r} in queue {models.prefix!r} is still {status} after {wait:g}s")
+
+
+def result(models: Models, engine: sa.Engine, job_id: str, wait: float | None = None) -> Any:
+    """The completed job's result: the attachment of its last ``completed`` journal row.
+
+    Raises ``JobNotFound`` for no such job and ``JobNotCompleted`` (naming the
+    status) for a job that is not completed.  With ``wait`` seconds it reads
+    the job row every ``RESULT_POLL`` seconds, each in its own short
+    transaction, until the job is completed (or ``dead``: ``JobNotCompleted``
+    at once), and raises ``TimeoutError`` when ``wait`` runs out.
+    """
+    limit = check_wait(wait)
+    deadline = time.monotonic() + (limit or 0.0)
+    while True:
+        state = result_state(models, engine, job_id)
+        if settled(models, job_id, state, waiting=limit is not None):
+            return state[1]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise timed_out(models, job_id, limit or 0.0, state[0])
+        time.sleep(min(RESULT_POLL, left))
 
 
 # -- history cursors ------------------------------------------------------------------

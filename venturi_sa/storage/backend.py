@@ -79,6 +79,9 @@ class Backend(Protocol):
     def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
         """One job's journal, oldest first (empty both for no entries and for no such job)."""
 
+    def job_result(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        """``(status, result)``: the job's status and its last ``completed`` run's attachment; None if no job."""
+
     def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
         """One keyset page of jobs, newest first (``limit + 1`` rows to tell if more follow)."""
 
@@ -139,6 +142,9 @@ class SqlAlchemyBackend:
 
     def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
         return history.fetch_journal(self.models, runner, params)
+
+    def job_result(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        return history.fetch_result(self.models, runner, params)
 
     def history_page(self, runner: Runner, params: history.HistoryParams) -> Sequence[sa.Row[Any]]:
         return history.fetch_history(self.models, runner, params)

@@ -1,4 +1,4 @@
-"""Read-only history SQL: one job, its journal timeline, and the keyset-paged listing.
+"""Read-only history SQL: one job, its journal timeline, its result, and the keyset-paged listing.
 
 Every statement here is a plain ``SELECT`` without locks, so it never waits
 on a worker or an operator; builders are public so tests can ``EXPLAIN``
@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.states import Outcome
 from venturi_sa.storage.params import Runner
 
 
@@ -58,6 +59,22 @@ def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
     return sa.select(*models.journal_table.c).where(entry.job_id == job_id).order_by(entry.id)
 
 
+def result_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    """The job's ``status`` and the attachment of its last ``completed`` journal row (its result).
+
+    One row per existing job; the subquery walks ``_journal_job (job_id, id)`` backwards.
+    """
+    entry = models.JournalEntry
+    last_completed = (
+        sa.select(entry.attachment)
+        .where(entry.job_id == models.Job.id, entry.outcome == Outcome.COMPLETED.value)
+        .order_by(entry.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return sa.select(models.Job.status, last_completed.label("result")).where(models.Job.id == job_id)
+
+
 def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
     """Newest first on ``(created_at DESC, id DESC)``, keyset-paged, ``limit + 1`` rows.
 
@@ -90,6 +107,11 @@ def fetch_job(models: Models, runner: Runner, params: JobParams) -> sa.Row[Any] 
 def fetch_journal(models: Models, runner: Runner, params: JobParams) -> Sequence[sa.Row[Any]]:
     """The job's journal rows in ``id`` order (empty for an unknown job: the caller tells them apart)."""
     return runner.execute(journal_statement(models, params.job_id)).all()
+
+
+def fetch_result(models: Models, runner: Runner, params: JobParams) -> sa.Row[Any] | None:
+    """``(status, result)`` of the job, or None if there is no such job (see :func:`result_statement`)."""
+    return runner.execute(result_statement(models, params.job_id)).first()
 
 
 def fetch_history(models: Models, runner: Runner, params: HistoryParams) -> Sequence[sa.Row[Any]]:

@@ -100,7 +100,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     With ``strict`` (the default) a handler exception is re-raised, and an
     outcome the worker would have to correct (``Retry(delay=5)``, a naive
     ``Pause(until=...)``, a non-JSON carry, a broken ``backoff()``, a
-    return value that is not an outcome) raises :class:`RejectedOutcome`;
+    return value that is neither an outcome nor JSON) raises :class:`RejectedOutcome`;
     with ``strict=False`` both are returned as the worker would record
     them.
     """
@@ -146,7 +146,9 @@ def _correction(result: Any, params: FinishParams) -> str | None:
         return "the job could not start"
     asked = Complete() if result is None else result
     if not isinstance(asked, RUN_OUTCOMES):
-        return f"the handler returned {asked!r:.80}, not an outcome"
+        if params.outcome is Outcome.COMPLETED and not params.failure:
+            return None  # a JSON result, recorded as Complete with it as the attachment
+        return f"the handler returned {asked!r:.80}, neither an outcome nor a JSON result"
     name = type(asked).__name__
     if isinstance(asked, Retry):
         base = note_text(asked.note if isinstance(asked.note, str) and asked.note else "retry requested")

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi_sa import payloads
+from venturi_sa.errors import InvalidPayload
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
@@ -169,12 +170,31 @@ def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
     return _finish(run, Outcome.PAUSED, note, visible_at=until, delay=result.delay, **carry)
 
 
+def _result(run: Run, value: Any) -> FinishParams:
+    """A returned JSON value: ``Complete`` with the value as the run's attachment (the job's result).
+
+    The return value wins over an earlier ``ctx.set_attachment(...)``.  A
+    value JSON cannot store is a retryable failure saying so.
+    """
+    try:
+        result = payloads.ensure_json(value, "the handler's return value (the job's result)")
+    except InvalidPayload as exc:
+        return failure(run, f"{exc}; return a JSON value (dict, list, str, int, float, bool) or an outcome")
+    if run.ctx.attachment is not None:
+        run.ctx.log.debug("the returned result replaces the attachment set with ctx.set_attachment()")
+    run.ctx.attachment = result
+    try:
+        carry = _carry(run)
+    except Exception as exc:  # noqa: BLE001 - the carry schema is user code
+        return failure(run, f"cannot store carry: {exception_note(exc)}")
+    return _finish(run, Outcome.COMPLETED, None, **carry)
+
+
 def _outcome(run: Run, result: Any) -> FinishParams:
     if result is None:
         result = Complete()
     if not isinstance(result, RUN_OUTCOMES):
-        return _finish(run, Outcome.DEAD, note_text(
-            f"handler returned {result!r}; expected Complete, Pause, Retry, Die or None"))
+        return _result(run, result)
     try:
         carry = _carry(run)
     except Exception as exc:  # noqa: BLE001 - the carry schema is user code
@@ -195,9 +215,11 @@ def _outcome(run: Run, result: Any) -> FinishParams:
 def classify(run: Run, result: Any) -> FinishParams:
     """Turn the handler's return value (or exception) into the validated row write to persist.
 
-    An outcome whose values cannot be stored (a non-string note, an int
-    delay, a naive time, a non-JSON carry or attachment) becomes a retryable
-    failure whose note says what was wrong.
+    Any other returned value is the job's result: if JSON can store it, the
+    run is ``Complete`` with the value as its attachment.  An outcome whose
+    values cannot be stored (a non-JSON result, carry or attachment, a note
+    too long or with a NUL) becomes a retryable failure whose note says what
+    was wrong.
     """
     if isinstance(result, BaseException):
         return failure(run, exception_note(result))

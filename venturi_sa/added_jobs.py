@@ -1,0 +1,95 @@
+"""Jobs added to a Session directly (``session.add(Job(...))``): checked at flush, and they wake workers.
+
+Two listeners on every :class:`~sqlalchemy.orm.Session` (registered once,
+when venturi is imported):
+
+* ``before_flush`` checks each new job of a queue prefix whose models have a
+  ``Queue(..., check_added_jobs=True)``: its kind must be one of that queue's
+  tasks and its payload must pass the task's schema, with the errors enqueue
+  raises (``UnknownKind``, ``InvalidPayload``, ``InvalidOption``).  The flush
+  then raises before anything is written; the session keeps the job pending
+  (roll back or expunge it).
+* ``after_flush`` sends one ``NOTIFY`` per kind and prefix for the new jobs
+  of that flush, through the flush's connection: delivered only if the
+  transaction commits, dropped on rollback.  Jobs inserted by
+  ``queue.enqueue`` never pass through here (their INSERT carries its own
+  NOTIFY); a prefix whose queues all have ``notify=False`` sends none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from venturi_sa import payloads
+from venturi_sa.errors import UnknownKind
+from venturi_sa.models import JobBase
+from venturi_sa.prefix import Names
+from venturi_sa.states import Status
+from venturi_sa.storage.added import notify_kinds
+from venturi_sa.task import check_priority
+
+if TYPE_CHECKING:
+    from venturi_sa.queue import Queue
+
+_QUEUES: dict[type, list[Queue]] = {}
+
+
+def register(queue: Queue) -> None:
+    """Make ``queue`` known to its models' ``Job`` class (for the flush checks and ``notify``).
+
+    Held for the life of the process, as SQLAlchemy holds its mapped classes.
+    """
+    _QUEUES.setdefault(queue.models.Job, []).append(queue)
+
+
+def _new_jobs(session: Session) -> list[JobBase]:
+    return [obj for obj in session.new if isinstance(obj, JobBase)]
+
+
+def check_job(job: JobBase, queues: list[Queue]) -> None:
+    """Raise as enqueue would if no checking queue of ``job``'s models accepts its kind and payload."""
+    for queue in queues:
+        if job.kind in queue.registry:
+            task_type = queue.registry.get(job.kind)
+            what = f"payload of {job.kind!r}"
+            payloads.ensure_json(job.payload, what)
+            task_type.from_stored(job.payload)
+            if job.priority is not None:
+                check_priority(job.priority)
+            return
+    kinds = sorted({kind for queue in queues for kind in queue.registry.kinds})
+    raise UnknownKind(f"a Job of kind {job.kind!r} was added to the session, but no task of queue "
+                      f"{job.__venturi_prefix__!r} has that kind; registered kinds: {', '.join(kinds) or 'none'}")
+
+
+def _before_flush(session: Session, flush_context: Any, instances: Any) -> None:
+    for job in _new_jobs(session):
+        checking = [q for q in _QUEUES.get(type(job), ()) if q.check_added_jobs]
+        if checking and (job.status is None or job.status == Status.PENDING.value):
+            check_job(job, checking)
+
+
+def _wakes(job_class: type) -> bool:
+    queues = list(_QUEUES.get(job_class, ()))
+    return not queues or any(q.notify for q in queues)
+
+
+def _after_flush(session: Session, flush_context: Any) -> None:
+    kinds: defaultdict[type[JobBase], set[str]] = defaultdict(set)
+    for job in _new_jobs(session):
+        if job.status in (None, Status.PENDING.value) and _wakes(type(job)):
+            kinds[type(job)].add(job.kind)
+    for job_class, woken in kinds.items():
+        connection = session.connection(bind_arguments={"mapper": sa.inspect(job_class)})
+        if connection.dialect.name == "postgresql":  # the models may also serve an SQLite test suite
+            notify_kinds(connection, Names(job_class.__venturi_prefix__).channel, sorted(woken))
+
+
+if not event.contains(Session, "before_flush", _before_flush):
+    event.listen(Session, "before_flush", _before_flush)
+    event.listen(Session, "after_flush", _after_flush)
