@@ -105,7 +105,7 @@ def behave(prefix: str, side: sa.Engine, payload: dict[str, Any], ctx: JobContex
         raise {"SystemExit": SystemExit(7), "KeyboardInterrupt": KeyboardInterrupt(),
                "GeneratorExit": GeneratorExit(), "ValueError": ValueError("boom")}[mode[6:]]
     elif mode == "return_junk":
-        return 42
+        return {42}  # not JSON: a result cannot hold a set
     elif mode == "retry":
         return Retry("asked to retry", delay=timedelta(0))
     elif mode == "die":
