@@ -24,10 +24,11 @@ import alembic_venturi
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.completer import Completer
-from venturi_sa.worker.executor import Executors, exception_note
+from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import Listener
+from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")

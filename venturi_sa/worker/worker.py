@@ -37,12 +37,12 @@ from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
-from venturi_sa.worker.executor import Executors
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import Listener
 from venturi_sa.worker.loop import worker_loop
+from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
 
