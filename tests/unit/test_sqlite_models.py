@@ -6,6 +6,8 @@ operations) needs PostgreSQL.
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Session
@@ -45,4 +47,6 @@ def test_the_postgresql_ddl_is_unchanged() -> None:
     journal = str(CreateTable(models.journal_table).compile(dialect=postgresql.dialect()))
     assert "id BIGINT GENERATED ALWAYS AS IDENTITY" in journal and "attachment JSONB" in journal
     lite = str(CreateTable(models.jobs_table).compile(dialect=sqlite.dialect()))
-    assert "payload JSON NOT NULL" in lite and "carry JSON DEFAULT 'null' NOT NULL" in lite
+    assert "payload JSON NOT NULL" in lite
+    # SQLAlchemy before 2.0.2x parenthesizes an expression default on SQLite: the same default
+    assert re.search(r"carry JSON DEFAULT \(?'null'\)? NOT NULL", lite), lite
