@@ -10,30 +10,20 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
-from worker_events import Events as Events  # re-exported for the tests of this tier
+from worker_kit import Events as Events  # re-exported for the tests of this tier
+from worker_kit import enqueue as enqueue
+from worker_kit import job_row as job_row
+from worker_kit import journal as journal
 
-from venturi_sa import Models, Queue, Task, Worker
+from venturi_sa import Models, Queue, Worker
 
 WAIT = 20.0  # seconds any condition gets before a test fails
 
 
-def enqueue(engine: sa.Engine, queue: Queue, *tasks: Task, **options: Any) -> list[str]:
-    """Enqueue ``tasks`` in one committed transaction; return the job ids."""
-    with Session(engine) as session, session.begin():
-        jobs = queue.enqueue_many(session, list(tasks), **options)
-        return [job.id for job in jobs]
 
 
-def job_row(engine: sa.Engine, models: Models, job_id: str) -> sa.Row[Any]:
-    with engine.connect() as conn:
-        return conn.execute(sa.select(models.jobs_table).where(models.jobs_table.c.id == job_id)).one()
 
 
-def journal(engine: sa.Engine, models: Models, job_id: str) -> list[sa.Row[Any]]:
-    """The job's journal rows in order."""
-    t = models.journal_table
-    with engine.connect() as conn:
-        return list(conn.execute(sa.select(t).where(t.c.job_id == job_id).order_by(t.c.id)))
 
 
 def outcomes(engine: sa.Engine, models: Models, job_id: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""An ``on_event`` hook for tests: records a worker's events and lets a test wait on them."""
+"""What every test tier needs around a worker: an event recorder, committed enqueue, row and journal reads."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa import Models, Queue, Task
 
 WAIT = 20.0  # seconds an awaited event gets before the test fails
 
@@ -61,3 +66,21 @@ class Events:
     def mark(self) -> int:
         with self._cond:
             return len(self.seen)
+
+
+def enqueue(engine: sa.Engine, queue: Queue, *tasks: Task, **options: Any) -> list[str]:
+    """Enqueue ``tasks`` in one committed transaction; return the job ids in order."""
+    with Session(engine) as session, session.begin():
+        return [job.id for job in queue.enqueue_many(session, list(tasks), **options)]
+
+
+def job_row(engine: sa.Engine, models: Models, job_id: str) -> sa.Row[Any]:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(models.jobs_table).where(models.jobs_table.c.id == job_id)).one()
+
+
+def journal(engine: sa.Engine, models: Models, job_id: str) -> list[sa.Row[Any]]:
+    """The job's journal rows in order."""
+    t = models.journal_table
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(t).where(t.c.job_id == job_id).order_by(t.c.id)))
