@@ -100,14 +100,14 @@ def test_migrate_creates_then_reports_nothing_to_do(run, pg_url: str, prefix: st
     assert f"queue {prefix!r}: migrated nothing (new tables) -> {alembic_venturi.HEAD}" in first
     assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
     again = as_json(run("migrate", "--dsn", plain_url(pg_url), "--prefix", prefix, "--json"))
-    assert again == {"prefix": prefix, "from": "v3", "to": "v3", "changed": False}
+    assert again == {"prefix": prefix, "from": alembic_venturi.HEAD, "to": alembic_venturi.HEAD, "changed": False}
 
 
 def test_migrate_step_by_step_and_env_vars(run, pg_url: str, prefix: str, engine) -> None:  # type: ignore[no-untyped-def]
     env = {"VENTURI_DSN": plain_url(pg_url), "VENTURI_PREFIX": prefix}
     assert "-> v1" in ok(run("migrate", "--revision", "v1", env=env)).stdout
     assert alembic_venturi.current(engine, prefix) == "v1"
-    assert "migrated v1 -> v3" in ok(run("migrate", env=env)).stdout
+    assert f"migrated v1 -> {alembic_venturi.HEAD}" in ok(run("migrate", env=env)).stdout
 
 
 # -- stats ----------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_unmigrated_schema(run, pg_url: str, prefix: str) -> None:  # type: igno
 
 def test_old_schema_version(run, pg_url: str, prefix: str, engine) -> None:  # type: ignore[no-untyped-def]
     alembic_venturi.upgrade(engine, prefix, "v2")
-    fails(run("jobs", "list", "--dsn", pg_url, "--prefix", prefix), "is at v2", "v3")
+    fails(run("jobs", "list", "--dsn", pg_url, "--prefix", prefix), "is at v2", alembic_venturi.HEAD)
 
 
 def test_unknown_job_id(run, db: list[str]) -> None:  # type: ignore[no-untyped-def]

@@ -26,16 +26,16 @@ def test_two_prefixes_migrate_and_downgrade_independently(
     a, b = f"a{prefix}", f"b{prefix}"
     alembic_venturi.upgrade(engine, a)
     alembic_venturi.upgrade(engine, b, "v1")
-    assert (alembic_venturi.current(engine, a), alembic_venturi.current(engine, b)) == ("v3", "v1")
+    assert (alembic_venturi.current(engine, a), alembic_venturi.current(engine, b)) == (alembic_venturi.HEAD, "v1")
 
     alembic_venturi.upgrade(engine, b)
     alembic_venturi.downgrade(engine, a, "v1")
-    assert (alembic_venturi.current(engine, a), alembic_venturi.current(engine, b)) == ("v1", "v3")
+    assert (alembic_venturi.current(engine, a), alembic_venturi.current(engine, b)) == ("v1", alembic_venturi.HEAD)
     assert snapshot(engine, b) == seed_catalog
 
     alembic_venturi.downgrade(engine, a, "base")
     assert relation_names(engine, a) == set()
-    assert alembic_venturi.current(engine, b) == "v3"
+    assert alembic_venturi.current(engine, b) == alembic_venturi.HEAD
     assert f"{b}_alembic_version" in relation_names(engine, b)
     assert snapshot(engine, b) == seed_catalog
 
@@ -85,7 +85,7 @@ def test_connection_with_open_transaction_is_refused(engine: sa.Engine, prefix: 
 def test_current_leaves_an_open_transaction_open(engine: sa.Engine, prefix: str) -> None:
     alembic_venturi.upgrade(engine, prefix)
     with engine.connect() as conn, conn.begin():
-        assert alembic_venturi.current(conn, prefix) == "v3"
+        assert alembic_venturi.current(conn, prefix) == alembic_venturi.HEAD
         alembic_venturi.check_current(conn, prefix)
         assert conn.in_transaction()
 
@@ -93,8 +93,8 @@ def test_current_leaves_an_open_transaction_open(engine: sa.Engine, prefix: str)
 def test_a_url_works_as_well_as_an_engine(pg_url: str, engine: sa.Engine, prefix: str,
                                           seed_catalog: dict[str, Any]) -> None:
     alembic_venturi.upgrade(pg_url, prefix)
-    assert alembic_venturi.current(pg_url, prefix) == "v3"
-    assert alembic_venturi.current(sa.make_url(pg_url), prefix) == "v3"
+    assert alembic_venturi.current(pg_url, prefix) == alembic_venturi.HEAD
+    assert alembic_venturi.current(sa.make_url(pg_url), prefix) == alembic_venturi.HEAD
     assert snapshot(engine, prefix) == seed_catalog
     alembic_venturi.downgrade(pg_url, prefix, "base")
     assert alembic_venturi.current(engine, prefix) is None
@@ -111,7 +111,8 @@ def test_check_current_names_the_state_and_the_fix(engine: sa.Engine, prefix: st
     assert f"venturi migrate --prefix {prefix}" in str(err.value)
 
     alembic_venturi.upgrade(engine, prefix, "v1")
-    with pytest.raises(SchemaNotMigrated, match=f"queue '{prefix}' is at v1, this venturi needs v3"):
+    needs = f"queue '{prefix}' is at v1, this venturi needs {alembic_venturi.HEAD}"
+    with pytest.raises(SchemaNotMigrated, match=needs):
         alembic_venturi.check_current(engine, prefix)
 
     alembic_venturi.upgrade(engine, prefix)
