@@ -180,7 +180,7 @@ def _end(savepoint: SessionTransaction, action: Callable[[SessionTransaction], N
 
 def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool) -> DrainedRun:
     """Run one claimed job in a savepoint of ``session`` and record its outcome there."""
-    run = new_run(job, lambda: session)
+    run = new_run(job, lambda: session, queue.registry, backend_for(queue.models))
     savepoint = session.begin_nested()
     result = run_pipeline(run, queue.registry)
     assert run.params is not None

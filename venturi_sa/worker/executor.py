@@ -17,6 +17,7 @@ import logging
 import time
 import traceback
 from collections.abc import Coroutine
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -116,7 +117,7 @@ def prepare(run: Run, registry: Registry) -> FinishParams | None:
 
 
 async def _in_run(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
-    with running(run.job):  # the run's log context, on the loop's task too
+    with running(run.job), run.hooks.around(run.ctx):  # the run's log context and scope, on the loop's task too
         return await coro
 
 
@@ -139,7 +140,8 @@ def execute(run: Run) -> Any:
     """Call the handler (awaiting it if it is async); return what it returned, or the exception it raised."""
     assert run.task is not None
     try:
-        result = run.task.run(run.ctx)
+        with run.hooks.around(run.ctx) if not run.task.is_async else nullcontext():
+            result = run.task.run(run.ctx)
         if inspect.iscoroutine(result):
             result = await_on_loop(run, result)
         return result

@@ -34,9 +34,11 @@ from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.batcher import Batcher
+from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
+from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("venturi_sa.worker")
 EventHook = Callable[[str, dict[str, Any]], None]
 ISOLATION = "READ COMMITTED"
+LifecycleHooks = LifecycleHook | Sequence[LifecycleHook] | None
+AroundRuns = AroundRun | Sequence[AroundRun] | None
 
 
 def default_worker_id() -> str:
@@ -83,6 +87,12 @@ class Worker:
     ``async_engine=``.  ``session_class`` / ``async_session_class`` are the
     classes of ``ctx.session`` / ``ctx.session_async`` (for example
     ``sqlmodel.Session``, whose ``.exec()`` handlers may then use).
+
+    ``on_start(worker)`` / ``on_stop(worker)`` run in this process when the
+    worker starts (before its first claim) and once it has stopped;
+    ``around_run(ctx)`` returns a context manager entered around each call
+    of the application's code for a run (a Flask app context, a tracing
+    span); each takes one callable or a list (see :mod:`~venturi_sa.worker.hooks`).
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, *, kinds: Sequence[str] | None = None,
@@ -91,7 +101,9 @@ class Worker:
                  worker_id: str | None = None, on_event: EventHook | None = None,
                  batch_outcomes: bool = True, fetch_cooldown: float = 0.1, max_backlog: int | None = None,
                  session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
-                 sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None) -> None:
+                 sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None,
+                 on_start: LifecycleHooks = None, on_stop: LifecycleHooks = None,
+                 around_run: AroundRuns = None) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
         if poll_interval <= 0:
@@ -101,6 +113,7 @@ class Worker:
         if max_backlog is not None and max_backlog < 1:
             raise InvalidOption(f"max_backlog must be >= 1, got {max_backlog}")
         self.queue = queue
+        self.hooks = RunHooks.of(on_start, on_stop, around_run)
         self.models = queue.models
         self.backend = backend_for(queue.models)
         self.engines = WorkerEngines(require_worker_engine(engine), sync_engine=sync_engine,
@@ -200,12 +213,19 @@ class Worker:
     # -- callbacks from the parts ------------------------------------------------------------
     def _dispatch(self, job: ClaimedJob) -> None:
         run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
+        run.ctx.checkpointer = self._checkpointer(job)
+        run.hooks = self.hooks
         self.inflight.add(run)
         if self.on_event is not None:
             self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
                                    "waited": job.waited, "queue": self.models.prefix})
         assert self._threads is not None
         self._threads.executors.put(run)
+
+    def _checkpointer(self, job: ClaimedJob) -> Checkpointer:
+        task_type = self._tasks.get(job.kind)
+        return Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
+                            self.backend, self._engine.begin)
 
     def _open_async_session(self) -> AsyncSession:
         """``ctx.session_async``: a fresh AsyncSession at READ COMMITTED (``AsyncDriverMissing`` if none)."""
@@ -255,6 +275,7 @@ class Worker:
             event.clear()
         if not lifecycle.check_schema(self.engine, self.models.prefix, self._stopping):
             return False
+        self.hooks.started(self)
         batcher = Batcher(self.backend, self._engine, self._finished, self._retry_until, self._abort,
                           max_backlog=self.max_backlog) if self.batch_outcomes else None
         keeper = LeaseKeeper(
@@ -282,6 +303,7 @@ class Worker:
                            abort=self._abort, halt=self._halt, wake=self._wake,
                            released=self._released)
         self._dispose_derived()
+        self.hooks.stopped(self)
         logger.info("worker %s stopped", self.worker_id)
 
     def _dispose_derived(self) -> None:
