@@ -6,15 +6,19 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
+from sqlalchemy import Engine
 
-from venturi_sa.cli.connect import opened
+from venturi_sa.cli.connect import NO_DSN, check_schema, opened
 from venturi_sa.cli.failures import CliError, CliUsageError
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
-from venturi_sa.queue import Queue
-from venturi_sa.worker import Worker
+from venturi_sa.errors import VenturiError
+from venturi_sa.worker.app import WorkerApp, as_worker_app
 from venturi_sa.worker.joblog import RunContextFilter
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
@@ -32,11 +36,13 @@ def setup_logging(verbose: int) -> None:
         logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
 
 
-def load_queue(app: str) -> Queue:
-    """Import ``package.module:attribute`` and return the :class:`Queue` it names.
+def load_app(app: str) -> WorkerApp:
+    """Import ``package.module:attribute`` and return it as a :class:`~venturi_sa.WorkerApp`.
 
     The current directory is importable, as for ``python -m``.  The attribute
-    may be a dotted path, or a function of no arguments returning the queue.
+    may be a dotted path; it names a Queue, a WorkerApp, an object carrying
+    one (a Flask app with the venturi extension) or a function of no
+    arguments returning one of those.  Anything else is a one-line error.
     """
     module_name, sep, attr = app.partition(":")
     if not sep or not module_name or not attr:
@@ -52,11 +58,10 @@ def load_queue(app: str) -> Queue:
             target = getattr(target, part)
         except AttributeError:
             raise CliError(f"module {module_name!r} has no attribute {attr!r} (from APP {app!r})") from None
-    if callable(target) and not isinstance(target, Queue):
-        target = target()
-    if not isinstance(target, Queue):
-        raise CliError(f"APP {app!r} is a {type(target).__name__}, not a venturi_sa.Queue")
-    return target
+    try:
+        return as_worker_app(target, f"APP {app!r}")
+    except (TypeError, VenturiError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def split_kinds(value: str | None) -> list[str] | None:
@@ -66,6 +71,23 @@ def split_kinds(value: str | None) -> list[str] | None:
     if not kinds:
         raise CliUsageError("--kinds needs at least one kind, e.g. --kinds send_receipt,charge_card")
     return kinds
+
+
+@contextmanager
+def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency: int) -> Iterator[Any]:
+    """``--dsn`` (or ``VENTURI_DSN``) if given, else the app's engine; checked to be migrated."""
+    if dsn:
+        with opened(dsn, prefix, concurrency=concurrency) as engine:
+            yield engine
+        return
+    try:
+        app_engine = worker_app.get_engine()
+    except VenturiError as exc:
+        raise CliError(str(exc)) from None
+    if app_engine is None:
+        raise CliError(NO_DSN + " (or give APP an engine: venturi_sa.WorkerApp(queue, engine=...))")
+    check_schema(app_engine if isinstance(app_engine, Engine) else app_engine.sync_engine, prefix)
+    yield app_engine
 
 
 @cli.command()
@@ -89,13 +111,18 @@ def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_
            verbose: int) -> None:
     """Run a worker for the Queue at APP ('package.module:queue') until stopped.
 
+    APP may also name a venturi_sa.WorkerApp (which may give the engine and
+    the worker's hooks: then --dsn is optional), a Flask app with the
+    venturi extension, or a function of no arguments returning one.
+
     SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
     not migrated to this venturi's version.
     """
-    queue = load_queue(app)
-    with opened(dsn, queue.prefix, concurrency=concurrency) as engine:  # one line on stderr if not migrated
+    worker_app = load_app(app)
+    prefix = worker_app.queue.prefix
+    with engine_for(worker_app, dsn, prefix, concurrency) as engine:  # one line on stderr if not migrated
         setup_logging(verbose)
         hook = None
         if metrics_port is not None:
@@ -103,8 +130,10 @@ def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_
 
             hook = PrometheusMetrics()
             serve(metrics_port)
-        runner = Worker(queue, engine, kinds=split_kinds(kinds), concurrency=concurrency,
-                        poll_interval=poll_interval, grace=grace, listen=not no_listen,
-                        worker_id=worker_id, on_event=hook)
+        options: dict[str, object] = {"concurrency": concurrency, "poll_interval": poll_interval, "grace": grace,
+                                      "listen": not no_listen, "worker_id": worker_id}
+        if hook is not None:
+            options["on_event"] = hook
+        runner = worker_app.worker(engine, kinds=split_kinds(kinds), **options)
         runner.run()
     logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
