@@ -53,7 +53,19 @@ def _not_a_session(obj: object, call: str, wanted: str, opener: str, full_name: 
     if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         return TypeError(f"queue.{call}() takes {article} {wanted}, not a {_what(obj)}: wrap the connection "
                          f"(`{wanted}(bind=connection)`) to enqueue in its transaction")
+    if _is_extension(obj):
+        return TypeError(f"queue.{call}() takes {article} {wanted}, got the {_what(obj)} extension object: "
+                         f"pass its session (`db.session`)")
     return TypeError(f"queue.{call}() takes a {full_name}, got {_what(obj)}")
+
+
+def _is_extension(obj: object) -> bool:
+    """A framework's database object holding both a session and an engine (Flask-SQLAlchemy's ``db``)."""
+    try:
+        session = getattr(obj, "session", None)
+    except Exception:  # noqa: BLE001 - a property that needs a context; not what we look for
+        return False
+    return isinstance(session, (Session, scoped_session)) and hasattr(type(obj), "engine")
 
 
 def require_session(obj: object, call: str) -> Session:
@@ -88,6 +100,11 @@ def _engine_hint(obj: object) -> str:
         return "it opens its own short transaction; pass the session's engine (`session.get_bind()`)"
     if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         return "it opens its own short transactions; pass the engine (`connection.engine`)"
+    if isinstance(obj, scoped_session) or is_async(obj, "async_scoped_session"):
+        return ("it opens its own short transactions; pass the engine (`db.engine` with Flask-SQLAlchemy, "
+                "or `session.get_bind()`)")
+    if _is_extension(obj):
+        return "pass its engine (`db.engine`)"
     return "pass the application's engine"
 
 

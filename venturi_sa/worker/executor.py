@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import traceback
 from collections.abc import Coroutine
 from contextlib import nullcontext
 from datetime import datetime, timedelta
@@ -31,6 +30,7 @@ from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
+from venturi_sa.worker.tracebacks import error_attachment
 
 logger = logging.getLogger("venturi_sa.worker")
 
@@ -147,9 +147,10 @@ def execute(run: Run) -> Any:
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
         run.failed = True
-        run.ctx.log.warning("job raised %s", exception_note(exc),
-                            exc_info=not isinstance(exc, Exception) or None)
-        run.ctx.log.debug("traceback:\n%s", "".join(traceback.format_exception(exc)))
+        note = exception_note(exc)
+        run.ctx.log.warning("job raised %s", note, exc_info=exc)  # once, with the whole traceback
+        if run.ctx.attachment is None:
+            run.ctx.attachment = error_attachment(exc, note)  # the last frames, on the journal entry
         return exc
 
 
