@@ -3,7 +3,7 @@
 One job runs in a real worker; its handler times ``count`` checkpoints of a
 small carry (``{"next_row": n}``), then ``count`` ``ctx.progress()`` calls,
 then, as floors, ``count`` bare round trips (``SELECT 1`` in its own
-transaction) and ``count`` one-row ``UPDATE``\ s with their commit on the
+transaction) and ``count`` one-row ``UPDATE`` statements with their commit on the
 same engine (the commit's WAL flush is most of a checkpoint's cost).  Printed: median and p95 per call, in
 milliseconds.  Usage: ``python bench/checkpoint.py [DSN] [--count N]``
 (default: a throwaway cluster, 500).

@@ -1,4 +1,4 @@
-"""A Flask app with the venturi extension, for ``flask venturi worker`` and ``venturi worker adoption_flask:create_app``.
+"""A Flask app with the venturi extension (``flask venturi worker``, ``venturi worker adoption_flask:create_app``).
 
 ``ADOPTION_PREFIX`` and ``ADOPTION_URL`` are read when the app is created.
 """
@@ -27,7 +27,8 @@ def create_app() -> Flask:
     def in_app(payload: Any, ctx: JobContext) -> Any:
         g.seen = "g works"  # needs the app context
         workers[-1].stop()
-        return {"app": current_app.name, "g": g.seen, "engine_is_db_engine": ctx.session.get_bind().pool is db.engine.pool}
+        same_pool = ctx.session.get_bind().pool is db.engine.pool
+        return {"app": current_app.name, "g": g.seen, "engine_is_db_engine": same_pool}
 
     Venturi(app, db, queue, on_start=workers.append, poll_interval=0.1)
     return app

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_docs_pages import run, scratch_database  # noqa: E402, F401 - scratch_database is a fixture
+from test_docs_pages import run  # noqa: E402
+from test_docs_pages import scratch_database as scratch_database  # noqa: E402 - the fixture
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "frameworks.md"
 
@@ -39,7 +40,8 @@ def logging_kept() -> Iterator[None]:
 
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("ignore:'get_engine' is deprecated:DeprecationWarning")  # Flask-Migrate's env.py
-def test_frameworks_page_runs(scratch_database: str, monkeypatch: pytest.MonkeyPatch, logging_kept: None) -> None:
+def test_frameworks_page_runs(scratch_database: str,  # noqa: F811 - the imported fixture
+                               monkeypatch: pytest.MonkeyPatch, logging_kept: None) -> None:
     pytest.importorskip("flask_migrate")
     monkeypatch.setenv("DATABASE_URL", scratch_database)
     assert run(PAGE, {}) >= 6
