@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from adoption_kit import WAIT, Events, drain, enqueue, exports_table, journal, running, states
 from marshmallow import Schema, fields
+from sqlalchemy.orm import Session
 
 from venturi_sa import Die, JobContext, Queue, Retry, Task, Worker
 from venturi_sa.worker.outcome_hooks import OutcomeContext
@@ -131,3 +132,18 @@ def test_a_lost_fence_calls_no_hook_and_commits_nothing(engine: sa.Engine, model
     assert states(engine, exports)[1] == "in progress"
     assert states(engine, exports)[2] == "dead: second run"
     assert [e.outcome for e in journal(engine, models, job_id)] == ["released", "dead"]
+
+
+def test_the_testing_drain_runs_the_hooks_in_the_tests_transaction(engine: sa.Engine, models: Any,
+                                                                   exports: sa.Table) -> None:
+    from venturi_sa.testing import drain as test_drain
+
+    tasks = make_tasks(exports)
+    queue = Queue(models, tasks.values())
+    with Session(engine) as session:
+        queue.enqueue(session, tasks["export"](export_id=3))
+        assert test_drain(session, queue).dead == 1
+        state = session.execute(sa.select(exports.c.state).where(exports.c.id == 3)).scalar_one()
+        assert state == "failed: customer deleted"
+        session.rollback()
+    assert states(engine, exports)[3] == "in progress"

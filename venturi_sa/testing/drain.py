@@ -26,6 +26,7 @@ from venturi_sa.storage import testing as teststore
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing.pipeline import new_run, run_pipeline
+from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.executor import exception_note, failure
 from venturi_sa.worker.producer import DEFAULT_LEASE
@@ -101,8 +102,10 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     Only what ``session`` sees is run: its own uncommitted jobs, and
     committed ones.  Each job is claimed, run and recorded as a worker
     would (``run_count``, carry, fenced outcome, journal row), with
-    ``ctx.session`` the test's session inside a savepoint; nothing is
-    committed, so it all rolls back with the test.
+    ``ctx.session`` the test's session inside a savepoint; the task's
+    outcome hook (``on_complete``/``on_retry``/``on_dead``) runs in the
+    session after the outcome is written; ``ctx.checkpoint()`` writes there
+    too.  Nothing is committed, so it all rolls back with the test.
 
     ``kinds`` limits the run to some kinds.  ``with_scheduled`` also runs
     jobs scheduled for later that never ran (retries and pauses wait for
@@ -203,6 +206,9 @@ def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool)
     if params.fence not in held:
         raise DrainError(f"job {job.id} run {job.run_count} is no longer claimed, so its outcome "
                          f"({params.outcome.value}) was not recorded: did the handler roll back ctx.session?")
+    hook = hook_call(run, params)
+    if hook is not None:
+        hook(session)  # Task.on_complete/on_retry/on_dead, in the transaction recording the outcome
     return DrainedRun(job_id=job.id, kind=job.kind, run_no=job.run_count, outcome=params.outcome, note=params.note)
 
 
