@@ -31,6 +31,7 @@ from venturi_sa.storage.drivers import DEFAULT_SYNC, DRIVERS, Driver
 NO_DSN = "no database given: pass --dsn postgresql://user:password@host/dbname or set VENTURI_DSN"
 BACKENDS = {"postgres", "postgresql"}
 CONNECT_TIMEOUT = 10
+SHOWN_QUEUES = 10  # queue prefixes named in the "no such queue" error
 # Query keys of SQLAlchemy's asyncpg dialect that libpq (the sync drivers) does not know.
 ASYNCPG_ONLY = ("prepared_statement_cache_size", "statement_cache_size", "prepared_statement_name_func")
 
@@ -123,7 +124,9 @@ def check_schema(engine: sa.Engine, prefix: str) -> None:
             raise
         with engine.connect() as conn:
             found = queue_prefixes(conn)
-        there = f"queues in this database: {', '.join(found)}" if found else "this database has no venturi queue yet"
+        more = f" and {len(found) - SHOWN_QUEUES} more" if len(found) > SHOWN_QUEUES else ""
+        there = (f"queues in this database: {', '.join(found[:SHOWN_QUEUES])}{more}" if found
+                 else "this database has no venturi queue yet")
         raise CliError(f"no queue {prefix!r} here (the default prefix; none was given): name yours with "
                        f"--prefix, VENTURI_PREFIX or --app ({there})") from None
 

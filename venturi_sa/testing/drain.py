@@ -26,9 +26,9 @@ from venturi_sa.storage import testing as teststore
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing.pipeline import new_run, run_pipeline
-from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.executor import exception_note, failure
+from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.worker.producer import DEFAULT_LEASE
 
 TEST_WORKER = f"venturi.testing:{os.getpid()}"
