@@ -19,7 +19,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from test_docs_pages import run  # noqa: E402
-from test_docs_pages import scratch_database as scratch_database  # noqa: E402 - the fixture
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "frameworks.md"
 
@@ -40,8 +39,7 @@ def logging_kept() -> Iterator[None]:
 
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("ignore:'get_engine' is deprecated:DeprecationWarning")  # Flask-Migrate's env.py
-def test_frameworks_page_runs(scratch_database: str,  # noqa: F811 - the imported fixture
-                               monkeypatch: pytest.MonkeyPatch, logging_kept: None) -> None:
+def test_frameworks_page_runs(fresh_db_url: str, monkeypatch: pytest.MonkeyPatch, logging_kept: None) -> None:
     pytest.importorskip("flask_migrate")
-    monkeypatch.setenv("DATABASE_URL", scratch_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_db_url)
     assert run(PAGE, {}) >= 6
