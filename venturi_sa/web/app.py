@@ -108,9 +108,9 @@ class Dashboard:
         return self.models.prefix
 
     def pretty(self, value: Any, kind: str = "", field: str = "payload", indent: int | None = 2) -> str:
-        """``value`` after the redaction hook, as JSON (indented unless ``indent`` is None)."""
+        """``value`` after the redaction hook, as JSON (indented; or on one line, as the text search sees it)."""
         shown = self.redact(kind, field, value)
-        separators = (",", ": ") if indent else (",", ":")
+        separators = (",", ": ") if indent else (", ", ": ")
         return json.dumps(shown, indent=indent, sort_keys=True, default=str, separators=separators)
 
     def base(self, request: Request) -> str:
