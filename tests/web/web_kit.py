@@ -78,3 +78,17 @@ def served(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+ENQUEUE_APP = __file__.rsplit("/", 1)[0] + "/enqueue_app.py"
+
+
+def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
+    """Enqueue one ``web_note`` job from another process; returns its id."""
+    import subprocess
+    import sys
+
+    dsn = engine.url.render_as_string(hide_password=False)
+    done = subprocess.run([sys.executable, ENQUEUE_APP, dsn, prefix, body], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout.strip()
