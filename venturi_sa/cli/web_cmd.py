@@ -8,6 +8,8 @@ its own (mount the app in your application to put it behind your auth).
 from __future__ import annotations
 
 import ipaddress
+import signal
+import socket
 from typing import Any
 
 import click
@@ -34,7 +36,7 @@ def _loopback(host: str) -> bool:
 
 def serve_dashboard(engine: sa.Engine, prefix: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                     read_only: bool = False, **options: Any) -> None:
-    """Serve the dashboard of ``prefix`` on ``engine`` until Ctrl-C / SIGTERM (uvicorn handles both)."""
+    """Serve the dashboard of ``prefix`` on ``engine`` until Ctrl-C or SIGTERM, then return."""
     try:
         import uvicorn
 
@@ -46,12 +48,43 @@ def serve_dashboard(engine: sa.Engine, prefix: str, *, host: str = DEFAULT_HOST,
                    "other machines and with no login: use --read-only, or mount it behind your own auth",
                    err=True)
     app = create_app(engine, prefix, read_only=read_only, **options)
-    click.echo(f"dashboard of queue {prefix!r} at http://{host}:{port}/ "
+    listening = _bind(host, port)  # listening before we say so: the printed URL answers at once
+    click.echo(f"dashboard of queue {prefix!r} at http://{_shown(host)}:{port}/ "
                f"({'read-only' if read_only else 'actions enabled'}); Ctrl-C stops it")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for us:
+    # both end here, so the caller's cleanup (the quick start's throwaway cluster) runs.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+        server.run(sockets=[listening])
+    except KeyboardInterrupt:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         app.state.dashboard.feed.close()
+        listening.close()
+    click.echo("dashboard stopped")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; a one-line error if the address cannot be had."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        listening = socket.socket(info[0], socket.SOCK_STREAM)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(info[4])
+        listening.listen(128)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return listening
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @cli.command()
