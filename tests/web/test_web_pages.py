@@ -84,6 +84,8 @@ def test_job_detail_shows_fields_payload_and_timeline(client: TestClient, seeded
     assert "not eligible until" in scheduled
     expired = client.get(f"/jobs/{seeded['expired'][0]}").text
     assert "lease expired" in expired
+    fragment = client.get(f"/fragment/jobs/{job_id}").text
+    assert "<html" not in fragment and 'id="journal"' in fragment
     missing = client.get("/jobs/01NOSUCHJOB0000000000000000")
     assert missing.status_code == 404 and "no job with id" in missing.text
 

@@ -110,6 +110,9 @@ class Backend(Protocol):
     def dashboard_latency(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
         """``(bucket, p50, p95, count)`` enqueue-to-completed seconds of jobs finished in the window."""
 
+    def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
+        """One job's row, its journal in order and the database clock (row None: no such job)."""
+
     def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
         """Claimed jobs grouped by ``claimed_by``, and the claimed jobs themselves (bounded)."""
 
@@ -188,6 +191,9 @@ class SqlAlchemyBackend:
 
     def dashboard_latency(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
         return dashboard.fetch_latency(self.models, runner, params)
+
+    def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
+        return dashboard.fetch_job_detail(self.models, runner, params.job_id)
 
     def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
         return dashboard.fetch_workers(self.models, runner)

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.history import job_columns
+from venturi_sa.storage.history import job_columns, job_statement, journal_statement
 from venturi_sa.storage.params import Runner
 
 SCAN_BUDGET = 5000
@@ -266,6 +266,26 @@ def claimed_statement(models: Models) -> sa.Select[Any]:
 
 def fetch_workers(models: Models, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
     return runner.execute(workers_statement(models)).all(), runner.execute(claimed_statement(models)).all()
+
+
+# -- one job ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class JobDetail:
+    """One job's row (None: no such job), its journal in order, and the database clock."""
+
+    row: sa.Row[Any] | None
+    journal: Sequence[sa.Row[Any]]
+    now: datetime | None
+
+
+def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
+    """The row by primary key, then (if found) its journal through ``_journal_job`` and ``now()``."""
+    row = runner.execute(job_statement(models, job_id)).first()
+    if row is None:
+        return JobDetail(row=None, journal=(), now=None)
+    journal = runner.execute(journal_statement(models, job_id)).all()
+    return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
 
 
 # -- the change token -----------------------------------------------------------------

@@ -163,13 +163,11 @@ def _reason(job: JobInfo, now: datetime, runs: list[Run]) -> str:
 
 def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
     """The job's row and journal (one transaction), or None if there is no such job."""
-    backend, params = backend_for(models), JobParams(job_id=job_id)
     with short_transaction(models, engine) as session:
-        row = backend.job_row(session, params)
-        if row is None:
-            return None
-        entries = backend.journal_rows(session, params)
-        now = session.execute(sa.select(sa.func.now())).scalar_one()
+        found = backend_for(models).dashboard_job(session, JobParams(job_id=job_id))
+    if found.row is None or found.now is None:
+        return None
+    row, entries, now = found.row, found.journal, found.now
     job = JobInfo(**row._mapping)
     runs: list[Run] = []
     previous = job.created_at

@@ -116,12 +116,18 @@ def routes(dashboard: Dashboard) -> list[Route]:
     def jobs_fragment(request: Request) -> Response:
         return dashboard.render(request, "jobs_rows.html", **jobs_data(request))
 
-    def job(request: Request) -> Response:
+    def job_data(request: Request) -> queries.Detail:
         job_id = request.path_params["job_id"]
         found = queries.detail(dashboard.models, dashboard.engine, job_id)
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
-        return dashboard.render(request, "job.html", page="jobs", view=found)
+        return found
+
+    def job(request: Request) -> Response:
+        return dashboard.render(request, "job.html", page="jobs", view=job_data(request))
+
+    def job_fragment(request: Request) -> Response:
+        return dashboard.render(request, "job_body.html", view=job_data(request))
 
     def workers(request: Request) -> Response:
         view = queries.workers(dashboard.models, dashboard.engine)
@@ -180,6 +186,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         Route("/jobs", jobs, name="jobs"),
         Route("/fragment/jobs", jobs_fragment),
         Route("/jobs/{job_id}", job, name="job"),
+        Route("/fragment/jobs/{job_id}", job_fragment),
         Route("/workers", workers, name="workers"),
         Route("/fragment/workers", workers_fragment),
         Route("/actions", act, methods=["POST"], name="actions"),
