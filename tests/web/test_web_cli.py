@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
 from typing import Any
 
 import sqlalchemy as sa
+from cli_kit import fails, invoke, ok
 from web_kit import free_port
 
 from venturi_sa.cli.web_cmd import _loopback
@@ -63,12 +65,14 @@ def test_quickstart_web_keeps_the_dashboard_up_on_the_demo_data(pg_url: str, pre
     assert "dashboard stopped" in out and "left the tables" in out
 
 
-def test_a_bad_dsn_is_one_line_and_the_host_defaults_to_loopback() -> None:
-    done = subprocess.run([sys.executable, "-m", "venturi_sa", "web", "--dsn", "mysql://x/y"], capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 1 and done.stderr.startswith("venturi: error: unsupported database")
-    help_text = subprocess.run([sys.executable, "-m", "venturi_sa", "web", "--help"], capture_output=True,
-                               text=True, timeout=60, check=True).stdout
+def test_a_bad_dsn_or_a_taken_port_is_one_line_and_the_host_defaults_to_loopback(pg_url: str, models: Any) -> None:
+    fails(invoke("web", "--dsn", "mysql://x/y"), "unsupported database")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        fails(invoke("web", "--dsn", pg_url, "--prefix", models.prefix, "--port", port), "cannot listen on")
+    help_text = ok(invoke("web", "--help")).stdout
     assert "127.0.0.1" in help_text and "8787" in help_text and "--read-only" in help_text
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
     assert not _loopback("0.0.0.0") and not _loopback("example.com")

@@ -74,11 +74,15 @@ def _bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port``; a one-line error if the address cannot be had."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-        listening = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    listening = socket.socket(info[0], socket.SOCK_STREAM)
+    try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind(info[4])
         listening.listen(128)
     except OSError as exc:
+        listening.close()
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return listening
 
