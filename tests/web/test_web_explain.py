@@ -23,6 +23,7 @@ from web_kit import counted
 
 from venturi_sa import Models, make_models
 from venturi_sa.storage import dashboard as sql
+from venturi_sa.storage import stats as stats_sql
 from venturi_sa.web import create_app
 
 ROWS = int(os.environ.get("VENTURI_WEB_EXPLAIN_ROWS", "50000"))
@@ -118,9 +119,18 @@ def test_charts_read_the_window_through_the_primary_key_and_jobs_finished(
 
     models, now = big
     span, seconds = WINDOWS[window]
-    params = sql.WindowParams(since=now - span, bucket_seconds=seconds)
+    params = sql.WindowParams(span=span, bucket_seconds=seconds)
     _uses(engine, sql.activity_statement(models, params), models, "journal_pkey", sort_ok=True)
     _uses(engine, sql.latency_statement(models, params), models, "jobs_finished", sort_ok=True)
+    _uses(engine, sql.finished_counts_statement(models, params), models, "jobs_finished", sort_ok=True)
+
+
+def test_overview_counts_read_live_rows_and_dead_rows_only(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, _ = big
+    _uses(engine, stats_sql.pending_statement(models), models, sort_ok=True)
+    _uses(engine, stats_sql.expired_statement(models), models, "jobs_lease", sort_ok=True)
+    _uses(engine, sql.claimed_counts_statement(models), models, sort_ok=True)
+    _uses(engine, sql.dead_counts_statement(models), models, "jobs_history")
 
 
 def test_the_journal_floor_finds_the_window_start(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
@@ -128,7 +138,7 @@ def test_the_journal_floor_finds_the_window_start(engine: sa.Engine, big: tuple[
     entry = models.journal_table
     since = now - timedelta(hours=1)
     with engine.connect() as conn:
-        floor = conn.execute(sa.select(sql.journal_floor(models, since))).scalar_one()
+        floor = conn.execute(sa.select(sql.journal_floor(models, sa.literal(since, sa.DateTime(timezone=True))))).scalar_one()
         exact = conn.execute(sa.select(sa.func.min(entry.c.id)).where(entry.c.recorded_at >= since)).scalar_one()
     assert floor == exact
 
@@ -141,7 +151,7 @@ def test_workers_and_the_change_token_use_the_lease_index_and_one_row_probes(
     _uses(engine, sql.token_statement(models), models, "journal_pkey", "jobs_created")
 
 
-PAGES = {"/": 7, "/?window=day": 7, "/fragment/overview": 7, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
+PAGES = {"/": 8, "/?window=day": 8, "/fragment/overview": 8, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
          "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 1}
 
 

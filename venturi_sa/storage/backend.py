@@ -104,6 +104,9 @@ class Backend(Protocol):
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
         """One filtered keyset page of jobs, newest first, reading at most ``params.scan`` rows."""
 
+    def dashboard_counts(self, runner: Runner, params: dashboard.WindowParams) -> dashboard.OverviewCounts:
+        """Live counts by kind, dead by kind, and jobs finished in the window by kind and status."""
+
     def dashboard_activity(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
         """``(bucket, outcome, count)`` of the journal entries recorded in the window."""
 
@@ -185,6 +188,9 @@ class SqlAlchemyBackend:
 
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
         return dashboard.fetch_job_page(self.models, runner, params)
+
+    def dashboard_counts(self, runner: Runner, params: dashboard.WindowParams) -> dashboard.OverviewCounts:
+        return dashboard.fetch_overview_counts(self.models, runner, params)
 
     def dashboard_activity(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
         return dashboard.fetch_activity(self.models, runner, params)

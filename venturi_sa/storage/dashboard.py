@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,6 +34,7 @@ from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage.history import job_columns, job_statement, journal_statement
 from venturi_sa.storage.params import Runner
+from venturi_sa.storage.stats import PendingRow, expired_statement, pending_statement
 
 SCAN_BUDGET = 5000
 """How many rows of the keyset walk one filtered page reads at most."""
@@ -156,9 +157,60 @@ def fetch_job_page(models: Models, runner: Runner, params: JobPageParams) -> Job
     return JobPage(rows=rows, next_after=(end[1], end[2]), scanned_to=end[1])
 
 
+# -- the overview's counts: live rows exactly, history only within the window --------------
+
+def claimed_counts_statement(models: Models) -> sa.Select[Any]:
+    """``(kind, count)`` of claimed jobs (live rows only)."""
+    job = models.Job
+    return (_select(job.kind, sa.func.count()).where(job.status == Status.CLAIMED.value,
+                                                     job.claim_expires_at.is_not(None))
+            .group_by(job.kind))
+
+
+def dead_counts_statement(models: Models) -> sa.Select[Any]:
+    """``(kind, count)`` of dead jobs: an index-only range of ``_jobs_history`` over dead rows alone."""
+    job = models.Job
+    return _select(job.kind, sa.func.count()).where(job.status == Status.DEAD.value).group_by(job.kind)
+
+
+def finished_counts_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
+    """``(kind, status, count)`` of jobs finished in the window, through ``_jobs_finished``."""
+    job = models.Job
+    return (_select(job.kind, job.status, sa.func.count())
+            .where(job.finished_at >= params.since(), job.finished_at.is_not(None))
+            .group_by(job.kind, job.status))
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverviewCounts:
+    """The overview's counts at ``as_of``: never a count over every retained ``completed`` row."""
+
+    as_of: datetime
+    pending: Sequence[PendingRow]
+    expired: Sequence[tuple[str, int]]
+    claimed: Sequence[tuple[str, int]]
+    dead: Sequence[tuple[str, int]]
+    finished: Sequence[tuple[str, str, int]]
+
+
+def fetch_overview_counts(models: Models, runner: Runner, params: WindowParams) -> OverviewCounts:
+    """Six small statements; run them in one REPEATABLE READ transaction to share one snapshot."""
+    as_of = runner.execute(_select(sa.func.now())).scalar_one()
+    pending = [PendingRow(kind=r[0], eligible=int(r[1]), scheduled=int(r[2]), oldest_eligible_age=r[3])
+               for r in runner.execute(pending_statement(models))]
+
+    def pairs(stmt: sa.Select[Any]) -> list[tuple[str, int]]:
+        return [(r[0], int(r[1])) for r in runner.execute(stmt)]
+
+    return OverviewCounts(
+        as_of=as_of, pending=pending, expired=pairs(expired_statement(models)),
+        claimed=pairs(claimed_counts_statement(models)), dead=pairs(dead_counts_statement(models)),
+        finished=[(r[0], r[1], int(r[2])) for r in runner.execute(finished_counts_statement(models, params))])
+
+
 # -- the journal window -------------------------------------------------------------------
 
-def journal_floor(models: Models, since: datetime) -> sa.ScalarSelect[Any]:
+def journal_floor(models: Models, since: Any) -> sa.ScalarSelect[Any]:
     """The id of the first journal entry recorded at or after ``since`` (binary search on the key).
 
     Entries are numbered in insertion order, so ``recorded_at`` grows with ``id``
@@ -171,7 +223,7 @@ def journal_floor(models: Models, since: datetime) -> sa.ScalarSelect[Any]:
     mid = (bounds.c.lo + bounds.c.hi) // 2
     probe = (_select(entry.c.id, entry.c.recorded_at).where(entry.c.id >= mid)
              .order_by(entry.c.id).limit(1).lateral("probe"))
-    before = probe.c.recorded_at < sa.literal(since, sa.DateTime(timezone=True))
+    before = probe.c.recorded_at < since
     step = (
         _select(sa.case((before, probe.c.id + 1), else_=bounds.c.lo),
                 sa.case((before, bounds.c.hi), else_=mid))
@@ -190,10 +242,13 @@ def _bucket(column: Any, seconds: int) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class WindowParams:
-    """A time window ``[since, now]`` cut into buckets of ``bucket_seconds``."""
+    """The window ``[now() - span, now()]`` on the database clock, cut into buckets of ``bucket_seconds``."""
 
-    since: datetime
+    span: timedelta
     bucket_seconds: int
+
+    def since(self) -> Any:
+        return sa.func.now() - sa.literal(self.span, sa.Interval)
 
 
 def activity_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
@@ -202,8 +257,7 @@ def activity_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
     bucket = _bucket(entry.c.recorded_at, params.bucket_seconds).label("bucket")
     return (
         _select(bucket, entry.c.outcome, sa.func.count())
-        .where(entry.c.id >= journal_floor(models, params.since),
-               entry.c.recorded_at >= sa.literal(params.since, sa.DateTime(timezone=True)))
+        .where(entry.c.id >= journal_floor(models, params.since()), entry.c.recorded_at >= params.since())
         .group_by(bucket, entry.c.outcome)
         .order_by(bucket)
     )
@@ -217,8 +271,8 @@ def latency_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
     return (
         _select(bucket, sa.func.percentile_cont(0.5).within_group(seconds),
                 sa.func.percentile_cont(0.95).within_group(seconds), sa.func.count())
-        .where(job.finished_at >= sa.literal(params.since, sa.DateTime(timezone=True)),
-               job.finished_at.is_not(None), job.status == Status.COMPLETED.value)
+        .where(job.finished_at >= params.since(), job.finished_at.is_not(None),
+               job.status == Status.COMPLETED.value)
         .group_by(bucket)
         .order_by(bucket)
     )

@@ -15,13 +15,17 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.ops.records import JobInfo, JournalInfo, Stats
-from venturi_sa.ops.stats import shape_stats
+from venturi_sa.ops.records import JobInfo, JournalInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.dashboard import FAILED_OUTCOMES, JobFilter, JobPageParams, WindowParams
+from venturi_sa.storage.dashboard import (
+    FAILED_OUTCOMES,
+    JobFilter,
+    JobPageParams,
+    OverviewCounts,
+    WindowParams,
+)
 from venturi_sa.storage.history import JobParams
-from venturi_sa.storage.stats import StatsParams
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 15 * 60)}
 """Chart windows: how far back, and the bucket size in seconds."""
@@ -36,9 +40,51 @@ class Series:
     bucket_seconds: int
 
 
+KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "completed_recently",
+                "dead_recently")
+"""Per-kind counts on the overview; ``*_recently``: finished within the chart window."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counts:
+    """The overview's numbers: live rows and dead jobs exactly, completed ones within the window only.
+
+    A total of every retained ``completed`` row would mean counting the whole
+    history on a page that refreshes live; ``venturi stats`` gives it on demand.
+    """
+
+    as_of: datetime
+    by_kind: dict[str, dict[str, int]]
+    oldest_eligible_age_by_kind: dict[str, timedelta]
+
+    def total(self, key: str) -> int:
+        return sum(k[key] for k in self.by_kind.values())
+
+    @property
+    def oldest_eligible_age(self) -> timedelta | None:
+        return max(self.oldest_eligible_age_by_kind.values(), default=None)
+
+
+def _counts(raw: OverviewCounts) -> Counts:
+    by_kind: dict[str, dict[str, int]] = {}
+
+    def row(kind: str) -> dict[str, int]:
+        return by_kind.setdefault(kind, dict.fromkeys(KIND_COLUMNS, 0))
+
+    for p in raw.pending:
+        row(p.kind).update(eligible=p.eligible, scheduled=p.scheduled)
+    for key, pairs in (("expired_leases", raw.expired), ("claimed", raw.claimed), ("dead", raw.dead)):
+        for kind, n in pairs:
+            row(kind)[key] = n
+    for kind, status, n in raw.finished:
+        row(kind)[f"{status}_recently"] += n
+    ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
+    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Overview:
-    stats: Stats
+    counts: Counts
     throughput: Series
     latency: Series
     window: str
@@ -59,18 +105,17 @@ def _series(starts: list[datetime], names: tuple[str, ...], seconds: int,
 
 
 def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
-    """Stats, throughput (journal) and latency (finished jobs) over ``window`` ("hour" or "day").
+    """Counts, throughput (journal) and latency (finished jobs) over ``window`` ("hour" or "day").
 
-    Stats, throughput and latency share one REPEATABLE READ snapshot.
+    All of it is read in one REPEATABLE READ snapshot, at one ``now()``.
     """
     span, seconds = WINDOWS[window]
-    backend = backend_for(models)
+    backend, params = backend_for(models), WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
-        stats = shape_stats(backend.stats(session, StatsParams()))
-        params = WindowParams(since=stats.as_of - span, bucket_seconds=seconds)
+        counts = _counts(backend.dashboard_counts(session, params))
         activity = backend.dashboard_activity(session, params)
         latency = backend.dashboard_latency(session, params)
-    starts = _buckets(stats.as_of, span, seconds)
+    starts = _buckets(counts.as_of, span, seconds)
     done: dict[tuple[int, str], float] = {}
     for bucket, outcome, n in map(tuple, activity):
         name = "completed" if outcome == "completed" else "failed" if outcome in FAILED_OUTCOMES else None
@@ -81,7 +126,7 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     for bucket, p50, p95, _ in map(tuple, latency):
         waits[(int(bucket.timestamp()), "p50")] = float(p50)
         waits[(int(bucket.timestamp()), "p95")] = float(p95)
-    return Overview(stats=stats, window=window,
+    return Overview(counts=counts, window=window,
                     throughput=_series(starts, ("completed", "failed"), seconds, done),
                     latency=_series(starts, ("p50", "p95"), seconds, waits))
 
