@@ -138,7 +138,8 @@ def test_the_journal_floor_finds_the_window_start(engine: sa.Engine, big: tuple[
     entry = models.journal_table
     since = now - timedelta(hours=1)
     with engine.connect() as conn:
-        floor = conn.execute(sa.select(sql.journal_floor(models, sa.literal(since, sa.DateTime(timezone=True))))).scalar_one()
+        bound = sa.literal(since, sa.DateTime(timezone=True))
+        floor = conn.execute(sa.select(sql.journal_floor(models, bound))).scalar_one()
         exact = conn.execute(sa.select(sa.func.min(entry.c.id)).where(entry.c.recorded_at >= since)).scalar_one()
     assert floor == exact
 
