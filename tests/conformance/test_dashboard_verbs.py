@@ -8,13 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from test_ops_verbs import OpenRunner, built, runner  # noqa: F401 - the runner fixture, reused
+import test_ops_verbs
+from test_ops_verbs import OpenRunner, built
 
 from venturi_sa import Models
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams, WindowParams
 from venturi_sa.storage.history import JobParams
 
+runner = test_ops_verbs.runner  # the operations verbs' runner fixture (Session or Connection), reused
 HOUR = WindowParams(span=timedelta(hours=1), bucket_seconds=60)
 
 
