@@ -67,6 +67,7 @@ def test_quickstart_web_keeps_the_dashboard_up_on_the_demo_data(pg_url: str, pre
 
 def test_a_bad_dsn_or_a_taken_port_is_one_line_and_the_host_defaults_to_loopback(pg_url: str, models: Any) -> None:
     fails(invoke("web", "--dsn", "mysql://x/y"), "unsupported database")
+    fails(invoke("web", "--dsn", pg_url, "--prefix", f"{models.prefix}_never"), "not migrated")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

@@ -138,6 +138,7 @@ def test_unknown_action_and_empty_selection_are_refused(client: TestClient, seed
     assert _act(client, "explode:selected", ids=seeded["dead"]).status_code == 400
     assert _act(client, "requeue:everything", ids=seeded["dead"]).status_code == 400
     assert _act(client, "requeue:selected").status_code == 400
+    assert _act(client, "requeue:selected", ids=[f"id{i}" for i in range(2001)]).status_code == 400
 
 
 def test_redaction_hook_hides_payload_carry_and_attachments(engine: sa.Engine, models: Any,

@@ -150,6 +150,8 @@ def routes(dashboard: Dashboard) -> list[Route]:
             ids = [str(i) for i in form.getlist("ids")]
             if not ids:
                 raise _bad("no jobs selected")
+            if len(ids) > BULK_MOST:
+                raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
             await dashboard.guard(request, form, action.name, ids)
             outcome = await run_in_threadpool(apply_each, action, ctx, ids)
         else:
