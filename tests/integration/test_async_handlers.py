@@ -19,7 +19,7 @@ from async_kit import async_engine_fixture, make_async_engine  # noqa: F401 - th
 from marshmallow import Schema, fields
 from queue_kit import Events, drain, enqueue, job_row, journal, outcomes, running, side_rows, side_table
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from test_fencing import steal
+from worker_kit import steal
 
 from venturi_sa import Complete, InvalidOption, JobContext, Pause, Queue, Retry, Task, Worker
 from venturi_sa.errors import AsyncDriverMissing
