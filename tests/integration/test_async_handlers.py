@@ -286,25 +286,6 @@ def test_a_worker_on_an_async_engine(engine: sa.Engine, models: Any, prefix: str
     assert sorted(r.note for r in side_rows(engine, side)) == ["async", "async", "sync"]
 
 
-def test_a_worker_on_an_async_engine_listens(engine: sa.Engine, models: Any, pg_url: str) -> None:
-    class Ping(Task):
-        KIND = "ping"
-
-        async def run(self, ctx: JobContext) -> None:
-            pass
-
-    queue = Queue(models, [Ping])
-    events = Events()
-    worker = Worker(queue, make_async_engine(pg_url, "asyncpg"), on_event=events, poll_interval=30.0)
-    with running(worker):
-        events.wait_for("idle")
-        assert worker.listener is not None
-        assert worker.listener.connected.wait(20)
-        mark = events.mark()
-        [job_id] = enqueue(engine, queue, Ping())
-        events.wait_for("finished", after=mark, job_id=job_id, outcome="completed", timeout=10)
-
-
 def test_worker_engine_arguments_are_checked(engine: sa.Engine, models: Any, pg_url: str) -> None:
     queue = Queue(models)
     with pytest.raises(TypeError, match="Engine or an AsyncEngine"):

@@ -280,6 +280,12 @@ class LoopListener:
         listener = self._listener
         return listener.backend_pid if listener is not None else None
 
+    @property
+    def reconnects(self) -> Reconnects:
+        """The backoff and loss count of the running :class:`AsyncListener`."""
+        assert self._listener is not None, "LoopListener.start() was not called"
+        return self._listener.reconnects
+
     async def _serve(self) -> None:
         self._task = asyncio.current_task()
         self._listener = AsyncListener(self.engine, self.channel, self.wake, asyncio.Event(), self.max_backoff,
