@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import UNSUPPORTED, Stack, driver_url
+from driver_kit import UNSUPPORTED, Engines, Stack, driver_url
 from factories import factories_for
 from marshmallow import Schema, fields
 from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
@@ -242,6 +242,17 @@ def test_an_idle_worker_is_woken_by_notify(stack: Stack, app_engine: Any, engine
             assert at - start < 2.0  # a NOTIFY, not the 30 s poll
             events.wait_for("idle", after=mark)
     assert not [r for r in caplog.records if "LISTEN" in r.getMessage()]  # no reconnect per job
+
+
+def test_a_database_not_reachable_at_start_is_waited_for(stack: Stack, pg_url: str, models: Any,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    nowhere = Engines(sa.make_url(pg_url).set(host="127.0.0.1", port=1).render_as_string(hide_password=False))
+    try:
+        with caplog.at_level(logging.ERROR, logger="venturi_sa"), running(Worker(Queue(models), nowhere.of(stack))):
+            wait_until(lambda: [r for r in caplog.records if "cannot reach the database" in r.getMessage()],
+                       what="the outage line")  # a transient error, whatever the driver raised
+    finally:
+        nowhere.dispose()
 
 
 @pytest.mark.parametrize("unsupported", UNSUPPORTED, ids=lambda s: s.id)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import AsyncDriverMissing, InvalidOption
@@ -86,8 +87,11 @@ class AsyncConnections:
     """An async engine's connections, driven by ``run_sync`` on the worker's loop; the caller waits.
 
     Errors are the ones the sync path raises (SQLAlchemy's, with the
-    driver's SQLSTATE), so retries and fault handling are shared.  Never
-    call it from the loop's own thread.
+    driver's SQLSTATE), so retries and fault handling are shared: what a
+    driver raises outside SQLAlchemy's translation (asyncpg's errors while
+    connecting: a refused connection, a timeout, a server starting up) comes
+    out as an ``OperationalError``, as psycopg's do.  Never call it from the
+    loop's own thread.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -102,10 +106,28 @@ class AsyncConnections:
             return await conn.run_sync(fn)
 
     def begin(self, fn: Callable[[sa.Connection], T]) -> T:
-        return worker_loop().run(self._begin(fn))
+        try:
+            return worker_loop().run(self._begin(fn))
+        except Exception as exc:
+            raise _translated(exc) from exc
 
     def connect(self, fn: Callable[[sa.Connection], T]) -> T:
-        return worker_loop().run(self._connect(fn))
+        try:
+            return worker_loop().run(self._connect(fn))
+        except Exception as exc:
+            raise _translated(exc) from exc
+
+
+_DRIVER_PACKAGES = ("asyncpg", "psycopg")
+
+
+def _translated(exc: Exception) -> Exception:
+    """``exc``, or an ``OperationalError`` wrapping a connection error SQLAlchemy let through untranslated."""
+    if isinstance(exc, SQLAlchemyError):
+        return exc
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _DRIVER_PACKAGES:
+        return OperationalError(None, None, exc)
+    return exc
 
 
 # -- sibling engines ---------------------------------------------------------------------------
