@@ -82,11 +82,12 @@ class Worker:
     on the worker's event loop).  ``ctx.session`` runs on a sync engine and
     ``ctx.session_async`` on an async one; the flavour not given is derived
     from the same URL on first use (see :mod:`~venturi_sa.worker.engines`)
-    unless given as ``sync_engine=`` / ``async_engine=``.  Behind one
-    worker loop, an ``async def`` handler that blocks the loop delays an
-    async-engine worker's own statements (its lease renewals) too.  ``session_class`` / ``async_session_class`` are the
-    classes of ``ctx.session`` / ``ctx.session_async`` (for example
-    ``sqlmodel.Session``, whose ``.exec()`` handlers may then use).
+    unless given as ``sync_engine=`` / ``async_engine=``.  On an async
+    engine, an ``async def`` handler that blocks the loop also delays the
+    worker's own statements (its lease renewals).  ``session_class`` /
+    ``async_session_class`` are the classes of ``ctx.session`` /
+    ``ctx.session_async`` (for example ``sqlmodel.Session``, whose
+    ``.exec()`` handlers may then use).
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, *, kinds: Sequence[str] | None = None,
