@@ -72,14 +72,27 @@ def require_session(obj: object, call: str) -> Session:
     """``obj`` if it is a sync ``Session`` (a ``scoped_session``, e.g. Flask-SQLAlchemy's
     ``db.session``, stands for its current session); a ``TypeError`` naming the right call otherwise."""
     if isinstance(obj, Session):
-        return obj
+        return _on_a_sync_driver(obj, call)
     if isinstance(obj, scoped_session):
         current: Session = obj()
-        return current
+        return _on_a_sync_driver(current, call)
     if is_async_session(obj):
         raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
                         f"use `await queue.{call}_async(session, ...)`")
     raise _not_a_session(obj, call, "Session", "with", "sqlalchemy.orm.Session")
+
+
+def _on_a_sync_driver(session: Session, call: str) -> Session:
+    """``session`` unless it is bound to a sync ``Engine`` on an async driver (and no AsyncSession drives it)."""
+    dialect = getattr(session.bind, "dialect", None)
+    if dialect is None or not dialect.is_async:
+        return session
+    module = sys.modules.get("sqlalchemy.ext.asyncio")
+    if module is not None and module.async_session(session) is not None:
+        return session  # the sync side of an AsyncSession, inside run_sync
+    raise TypeError(f"queue.{call}() got a Session on the async driver {dialect.driver!r}, which has no sync "
+                    f"API: open an AsyncSession on create_async_engine(...) and use "
+                    f"`await queue.{call}_async(session, ...)`")
 
 
 def require_async_session(obj: object, call: str) -> AsyncSession:

@@ -9,12 +9,11 @@ exception with its traceback, or to tell that an outcome was corrected).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 
 from sqlalchemy.orm import Session
 
 from venturi_sa.storage.backend import Backend
-from venturi_sa.storage.params import ClaimedJob
+from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
@@ -34,8 +33,10 @@ def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Regi
     """
     run = Run(job=job, ctx=JobContext(job, job.carry, open_session, job_log(job)))
     schema = registry.get(job.kind).carry_schema if job.kind in registry else None
-    begin = (lambda: nullcontext(open_session())) if backend is not None else None
-    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, begin)
+    def begin(fn: Callable[[Runner], bool]) -> bool:
+        return fn(open_session())
+
+    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, begin if backend is not None else None)
     return run
 
 

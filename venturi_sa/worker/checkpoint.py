@@ -14,7 +14,6 @@ outcome).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any
@@ -38,8 +37,8 @@ PROGRESS_KEY = "progress"
 class Checkpointer:
     """What one run needs to checkpoint: the fence, the carry schema, and where to write.
 
-    ``begin()`` opens the checkpoint's transaction (the worker's
-    ``engine.begin``; the testing helpers' own session); with ``backend``
+    ``begin(fn)`` runs ``fn`` in the checkpoint's transaction and commits
+    (the worker's connection runner; the testing helpers' own session); with ``backend``
     None nothing is written (``venturi_sa.testing.perform``, which has no
     database) and the carry is only checked and kept.
     """
@@ -47,7 +46,7 @@ class Checkpointer:
     fence: Fence
     carry_schema: Schema | None
     backend: Backend | None = None
-    begin: Callable[[], AbstractContextManager[Runner]] | None = None
+    begin: Callable[[Callable[[Runner], bool]], bool] | None = None
 
     def write(self, ctx: JobContext, carry: Any, note: str | None) -> None:
         """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success."""
@@ -56,8 +55,8 @@ class Checkpointer:
         stored = payloads.ensure_json(stored, "checkpoint carry")
         written = True
         if self.backend is not None and self.begin is not None:
-            with self.begin() as runner:
-                written = self.backend.checkpoint(runner, CheckpointParams(fence=self.fence, carry=stored))
+            backend, params = self.backend, CheckpointParams(fence=self.fence, carry=stored)
+            written = self.begin(lambda runner: backend.checkpoint(runner, params))
         if not written:
             ctx.mark_lease_lost()
             raise LeaseLost(f"job {self.fence.job_id} run {self.fence.run_count} no longer holds its claim: "

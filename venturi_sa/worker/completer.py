@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -22,6 +21,7 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import close_quietly, exception_note, failure
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.run import Run
@@ -84,10 +84,10 @@ class Completer:
     warning.
     """
 
-    def __init__(self, backend: Backend, engine: sa.Engine, retry_for: Callable[[Sequence[Run]], float],
+    def __init__(self, backend: Backend, conns: Connections, retry_for: Callable[[Sequence[Run]], float],
                  abort: threading.Event) -> None:
         self.backend = backend
-        self.engine = engine
+        self.conns = conns
         self.retry_for = retry_for
         self.abort = abort
 
@@ -95,8 +95,8 @@ class Completer:
     def write(self, run: Run, params: FinishParams) -> bool:
         """Write ``params`` in a transaction of its own, retried; True if recorded."""
         def once() -> bool:
-            with self.engine.begin() as conn:
-                return params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))
+            return params.fence in self.conns.begin(
+                lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params])))
 
         try:
             ok = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",
