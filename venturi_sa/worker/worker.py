@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
 from venturi_sa.errors import InvalidOption
+from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
@@ -165,7 +166,7 @@ class Worker:
         too; jobs scheduled for later are not waited for.  Raises
         ``SchemaNotMigrated`` if the queue's tables are not migrated.
         """
-        if not self._start(listen=False):
+        if not self._start(listen=False, fire=False):
             return 0
         self._until_idle = True
         start = self.inflight.processed
@@ -250,7 +251,7 @@ class Worker:
                                 "its outcome will not be recorded", run.job.id, run.job.run_count)
 
     # -- start and stop ------------------------------------------------------------------------
-    def _start(self, listen: bool) -> bool:
+    def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
             event.clear()
         if not lifecycle.check_schema(self.engine, self.models.prefix, self._stopping):
@@ -267,7 +268,10 @@ class Worker:
                               self.completer.persist_in_session, batcher.submit if batcher else None,
                               self._finished)
         listener = Listener(self.engine, self.models.names.channel, self._wake, self._stopping) if listen else None
-        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
+        firer = Firer(self.queue, self._engine, self._stopping, poll_interval=self.poll_interval,
+                      on_event=self._emit) if fire else None
+        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
+                                          firer=firer)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)
