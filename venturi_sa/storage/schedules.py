@@ -13,6 +13,7 @@ these functions commits.  The claim statement does not read these tables.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -148,8 +149,9 @@ def advance(models: Models, runner: Runner, params: AdvanceParams) -> bool:
 
 def reconcile_lock(models: Models, runner: Runner) -> datetime:
     """Serialize reconciliations of this queue (a transaction-scoped advisory lock); the database clock."""
-    key = sa.func.hashtextextended(sa.literal(f"venturi-schedules\0{models.prefix}"), 0)
-    runner.execute(_select(sa.func.pg_advisory_xact_lock(key)))
+    digest = hashlib.blake2b(f"venturi-schedules:{models.prefix}".encode(), digest_size=8).digest()
+    key = int.from_bytes(digest, "big", signed=True)
+    runner.execute(_select(sa.func.pg_advisory_xact_lock(sa.literal(key, sa.BigInteger))))
     now: datetime = runner.execute(_select(_NOW())).scalar_one()
     return now
 
@@ -167,7 +169,7 @@ def apply_reconcile(models: Models, runner: Runner, params: ReconcileParams) -> 
     """Insert new schedules, update changed ones (reviving removed ones), mark the rest removed."""
     table = models.schedules_table
     if params.insert:
-        runner.execute(sa.insert(table), [{**row, "updated": _NOW()} for row in params.insert])
+        runner.execute(sa.insert(table).values(updated=_NOW()), [dict(row) for row in params.insert])
     for name, columns in params.update.items():
         runner.execute(sa.update(table).where(table.c.name == name).values(**columns, updated=_NOW()))
     if params.remove:
