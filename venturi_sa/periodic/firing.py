@@ -9,9 +9,11 @@ fire is one short READ COMMITTED transaction of whichever worker gets there:
    at once;
 2. choose the fire times with the catch-up and overlap policies
    (:mod:`~venturi_sa.periodic.policies`);
-3. insert their jobs (the enqueue INSERT, its ``NOTIFY`` delivered on commit)
-   and one ``_fires`` row per fire time, whose primary key
-   ``(schedule, fire_at)`` refuses a second job for the same fire time;
+3. write one ``_fires`` row per fire time, under the primary key
+   ``(schedule, fire_at)``: a fire time that already has its row is not
+   fired again (a second line of defence: steps 1 and 4 already prevent it);
+   then insert the jobs of the fire times recorded (the enqueue INSERT, its
+   ``NOTIFY`` delivered on commit);
 4. advance ``next_at`` by compare-and-set on the value locked in step 1;
 5. commit.
 
@@ -85,11 +87,17 @@ def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, not
             fire = fire[:1]
     job_ids: list[str] = []
     if fire:
-        jobs = [NewJob(id=new_job_id(), kind=row.kind, payload=row.payload, priority=row.priority) for _ in fire]
-        backend.insert_jobs(session, InsertParams(jobs=jobs, notify_channel=notify))
-        job_ids = [job.id for job in jobs]
-        records = [verbs.FireRecord(fire_at=t, job_id=j) for t, j in zip(fire, job_ids, strict=True)]
-        backend.record_fires(session, verbs.RecordFiresParams(schedule=row.name, fires=records))
+        planned = [(t, new_job_id()) for t in fire]
+        recorded = backend.record_fires(session, verbs.RecordFiresParams(
+            schedule=row.name, fires=[verbs.FireRecord(fire_at=t, job_id=j) for t, j in planned]))
+        if len(recorded) < len(planned):  # only possible if next_at was moved back by hand
+            logger.warning("schedule %s: %d fire time(s) had fired already; not fired again", row.name,
+                           len(planned) - len(recorded))
+        fire = [t for t, _ in planned if t in recorded]
+        job_ids = [j for t, j in planned if t in recorded]
+        jobs = [NewJob(id=j, kind=row.kind, payload=row.payload, priority=row.priority) for j in job_ids]
+        if jobs:
+            backend.insert_jobs(session, InsertParams(jobs=jobs, notify_channel=notify))
     moved = backend.advance_schedule(session, verbs.AdvanceParams(
         name=row.name, due=row.next_at, next_at=next_at, last_at=fire[-1] if fire else None,
         last_job=job_ids[-1] if job_ids else None, fired=len(fire), skipped=skipped))
@@ -152,11 +160,12 @@ def run_now(queue: Queue, engine: sa.Engine, name: str) -> str:
         if due is None or due.row.removed_at is not None:
             raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
         row, job_id = due.row, new_job_id()
+        if not backend.record_fires(session, verbs.RecordFiresParams(
+                schedule=name, fires=[verbs.FireRecord(fire_at=due.now, job_id=job_id)])):
+            raise VenturiError(f"schedule {name!r} fired at this very instant already; run it again")
         backend.insert_jobs(session, InsertParams(
             jobs=[NewJob(id=job_id, kind=row.kind, payload=row.payload, priority=row.priority)],
             notify_channel=_channel(queue)))
-        backend.record_fires(session, verbs.RecordFiresParams(
-            schedule=name, fires=[verbs.FireRecord(fire_at=due.now, job_id=job_id)]))
         backend.advance_schedule(session, verbs.AdvanceParams(
             name=name, due=None, next_at=None, last_at=due.now, last_job=job_id, fired=1, skipped=0))
     return job_id
@@ -224,8 +233,8 @@ class Firer(threading.Thread):
             self.passes += 1
         if soonest is None:
             return self.poll_interval
-        if soonest <= 0:  # due but deferred, failed, or being fired by another worker
-            return DEFER_POLL
+        if soonest <= 0:  # still due: more to catch up (go on), or deferred, failed or held by another worker
+            return 0.005 if any(r.fires or r.skipped for r in results) else DEFER_POLL
         return max(0.005, min(self.poll_interval, soonest))
 
     def _report(self, result: Fired) -> None:

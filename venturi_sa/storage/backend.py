@@ -107,8 +107,8 @@ class Backend(Protocol):
     def schedule_job_active(self, runner: Runner, params: schedules.JobActiveParams) -> bool:
         """Whether a schedule's previous job is still pending or claimed."""
 
-    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> None:
-        """One row per fired (schedule, fire time); a duplicate raises."""
+    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> set[datetime]:
+        """One row per (schedule, fire time) not fired before; returns the fire times recorded now."""
 
     def advance_schedule(self, runner: Runner, params: schedules.AdvanceParams) -> bool:
         """Compare-and-set the next fire time and count fires and skips; False if it moved meanwhile."""
@@ -201,8 +201,8 @@ class SqlAlchemyBackend:
     def schedule_job_active(self, runner: Runner, params: schedules.JobActiveParams) -> bool:
         return schedules.job_active(self.models, runner, params)
 
-    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> None:
-        schedules.record_fires(self.models, runner, params)
+    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> set[datetime]:
+        return schedules.record_fires(self.models, runner, params)
 
     def advance_schedule(self, runner: Runner, params: schedules.AdvanceParams) -> bool:
         return schedules.advance(self.models, runner, params)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
@@ -124,12 +125,20 @@ def job_active(models: Models, runner: Runner, params: JobActiveParams) -> bool:
     return status in ACTIVE
 
 
-def record_fires(models: Models, runner: Runner, params: RecordFiresParams) -> None:
-    """One ``_fires`` row per fired fire time; a second row for one (schedule, fire time) raises."""
+def record_fires(models: Models, runner: Runner, params: RecordFiresParams) -> set[datetime]:
+    """One ``_fires`` row per fire time not fired before; returns the fire times recorded now.
+
+    A fire time that already has its row (the primary key ``(schedule,
+    fire_at)``) is left as it is and not returned: its job must not be inserted.
+    """
     if not params.fires:
-        return
-    runner.execute(sa.insert(models.fires_table), [
-        {"schedule": params.schedule, "fire_at": f.fire_at, "job_id": f.job_id} for f in params.fires])
+        return set()
+    fires = models.fires_table
+    rows = [{"schedule": params.schedule, "fire_at": f.fire_at, "job_id": f.job_id, "fired_at": _NOW()}
+            for f in params.fires]
+    stmt = (postgresql.insert(fires).values(rows)
+            .on_conflict_do_nothing(index_elements=[fires.c.schedule, fires.c.fire_at]).returning(fires.c.fire_at))
+    return set(runner.execute(stmt).scalars())
 
 
 def advance(models: Models, runner: Runner, params: AdvanceParams) -> bool:
