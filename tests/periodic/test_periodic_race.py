@@ -65,13 +65,13 @@ def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool,
          backlog: timedelta) -> tuple[list[Proc], int]:
     """Run the race; returns the processes (stopped) and how many were SIGKILLed and replaced.
 
-    With ``kill``, worker i of the first generation kills itself in its fire number ``3 + 4 i``;
+    With ``kill``, worker i of the first generation kills itself in its fire number ``2 + i``;
     its replacement does not.
     """
     reconcile(race_queue(models.prefix, SCHEDULES), engine)
     with engine.begin() as conn:  # paused while the workers start (reconciliation keeps them paused)
         conn.execute(sa.update(models.schedules_table).values(paused=True))
-    procs = [p.ready() for p in [Proc(pg_url, models.prefix, 3 + 4 * i if kill else 0) for i in range(WORKERS)]]
+    procs = [p.ready() for p in [Proc(pg_url, models.prefix, 2 + i if kill else 0) for i in range(WORKERS)]]
     wait_until(lambda: connected(engine, models.prefix) >= 2 * WORKERS, what="every worker connected")
     start = aligned(db_now(engine), PERIOD) - backlog
     with engine.begin() as conn:  # BACKLOG of downtime comes due at once, for every worker
@@ -100,6 +100,7 @@ def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool,
             if proc.alive():
                 proc.proc.send_signal(signal.SIGTERM)
         fired = [p.stop() for p in procs]
+        killed += sum(1 for p in procs if p.proc.returncode == -signal.SIGKILL)
     print(f"caught up in {t1 - t0:.1f}s, stopped in {time.monotonic() - t1:.1f}s")
     assert sum(1 for n in fired if n > 0) >= 2 or killed, f"no race: jobs fired per process {fired}"
     check_exactly_once(engine, models, start, backlog)
@@ -124,11 +125,11 @@ def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog
 
 def test_four_worker_processes_fire_each_fire_time_exactly_once(engine: sa.Engine, models: Models,
                                                                 pg_url: str) -> None:
-    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=10))
+    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=5))
 
 
 def test_workers_sigkilled_mid_fire_lose_and_duplicate_nothing(engine: sa.Engine, models: Models,
                                                                pg_url: str) -> None:
-    _, killed = race(engine, models, pg_url, kill=True, backlog=timedelta(minutes=4))
+    _, killed = race(engine, models, pg_url, kill=True, backlog=timedelta(minutes=2))
     assert killed == WORKERS
     print(f"race with SIGKILL mid-fire: {killed} workers killed and replaced")
