@@ -7,42 +7,18 @@ error, never the application's session.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
 from venturi_sa.errors import VenturiError
 from venturi_sa.models import Models
-from venturi_sa.ops.records import jsonable
+from venturi_sa.ops.records import ScheduleInfo, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic.timing import at_or_after, parse_spec
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.schedules import FireOfParams, PauseParams
-
-
-@dataclass(frozen=True)
-class ScheduleInfo:
-    """One stored schedule: its definition, next and last fire time, last job's status, state."""
-
-    name: str
-    kind: str
-    timing: str
-    tz: str
-    catch_up: str
-    overlap: str
-    next_at: datetime
-    last_at: datetime | None
-    last_job: str | None
-    last_status: str | None
-    paused: bool
-    removed: bool
-    fired: int
-    skipped: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: jsonable(v) for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -58,10 +34,7 @@ def list_schedules(models: Models, engine: sa.Engine) -> list[ScheduleInfo]:
     """Every stored schedule, removed ones included, by name (read-only)."""
     with short_transaction(models, engine) as session:
         rows = backend_for(models).schedule_rows(session)
-    return [ScheduleInfo(name=r.name, kind=r.kind, timing=r.timing, tz=r.tz, catch_up=r.catch_up,
-                         overlap=r.overlap, next_at=r.next_at, last_at=r.last_at, last_job=r.last_job,
-                         last_status=r.last_status, paused=r.paused, removed=r.removed_at is not None,
-                         fired=r.fired, skipped=r.skipped) for r in rows]
+    return [schedule_info(r) for r in rows]
 
 
 def set_paused(models: Models, engine: sa.Engine, name: str, paused: bool) -> None:
