@@ -45,7 +45,7 @@ def main() -> int:
     dsn, prefix, schedules = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kill_at = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     policies.BATCH = 5
-    engine = sa.create_engine(dsn, pool_size=8, connect_args={"options": "-c timezone=UTC",
+    engine = sa.create_engine(dsn, pool_size=8, pool_pre_ping=True, connect_args={"options": "-c timezone=UTC",
                                                               "application_name": f"periodic-{prefix}"})
     if kill_at:
         sent = [0]

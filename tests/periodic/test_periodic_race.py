@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from periodic_app import PERIOD, race_queue
 from periodic_kit import aligned, db_now, fire_times, jobs_of
 from queue_kit import wait_until
 
-from venturi_sa import Models
+import alembic_venturi
+from venturi_sa import Models, make_models
 from venturi_sa.periodic import reconcile
+from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = [pytest.mark.timeout(120)]
 APP = Path(__file__).resolve().parent / "periodic_app.py"
@@ -61,12 +64,12 @@ def connected(engine: sa.Engine, prefix: str) -> int:
                                         "WHERE application_name = :a"), {"a": f"periodic-{prefix}"}).scalar_one())
 
 
-def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool,
-         backlog: timedelta) -> tuple[list[Proc], int]:
+def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool, backlog: timedelta,
+         midway: Callable[[], None] | None = None) -> tuple[list[Proc], int]:
     """Run the race; returns the processes (stopped) and how many were SIGKILLed and replaced.
 
     With ``kill``, worker i of the first generation kills itself in its fire number ``2 + i``;
-    its replacement does not.
+    its replacement does not.  ``midway`` is called once the first fires have committed.
     """
     reconcile(race_queue(models.prefix, SCHEDULES), engine)
     with engine.begin() as conn:  # paused while the workers start (reconciliation keeps them paused)
@@ -93,6 +96,9 @@ def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool,
 
     t0 = time.monotonic()
     try:
+        if midway is not None:
+            wait_until(lambda: fire_times(engine, models, "race-0"), what="the first fires")
+            midway()
         wait_until(caught_up, timeout=60, what="every schedule caught up")
     finally:
         t1 = time.monotonic()
@@ -133,3 +139,21 @@ def test_workers_sigkilled_mid_fire_lose_and_duplicate_nothing(engine: sa.Engine
     _, killed = race(engine, models, pg_url, kill=True, backlog=timedelta(minutes=2))
     assert killed == WORKERS
     print(f"race with SIGKILL mid-fire: {killed} workers killed and replaced")
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[ThrowawayCluster]:
+    """A PostgreSQL of this module's own, which a test restarts."""
+    with ThrowawayCluster({"fsync": "off", "synchronous_commit": "off", "max_connections": "200"}) as cluster:
+        yield cluster
+
+
+def test_a_postgres_restart_mid_race_loses_and_duplicates_nothing(own_cluster: ThrowawayCluster) -> None:
+    engine = sa.create_engine(own_cluster.url, pool_pre_ping=True, connect_args={"options": "-c timezone=UTC"})
+    try:
+        prefix = "restart_race"
+        alembic_venturi.upgrade(engine, prefix)
+        race(engine, make_models(prefix), own_cluster.url, kill=False, backlog=timedelta(minutes=3),
+             midway=lambda: own_cluster.pg_ctl("restart", "-m", "fast"))
+    finally:
+        engine.dispose()
