@@ -82,6 +82,11 @@ def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool, backlog: ti
     caught_up_after = db_now(engine)
     killed = 0
 
+    def behind() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).where(
+                models.schedules_table.c.next_at <= caught_up_after)).scalar_one())
+
     def caught_up() -> bool:
         nonlocal killed
         for i, proc in enumerate(procs):
@@ -89,16 +94,14 @@ def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool, backlog: ti
                 assert proc.stop() == -1 and proc.proc.returncode == -signal.SIGKILL, proc.proc.returncode
                 killed += 1
                 procs[i] = Proc(pg_url, models.prefix).ready()
-        with engine.connect() as conn:
-            behind = conn.execute(sa.select(sa.func.count()).where(
-                models.schedules_table.c.next_at <= caught_up_after)).scalar_one()
-        return behind == 0
+        return behind() == 0
 
     t0 = time.monotonic()
     try:
         if midway is not None:
             wait_until(lambda: fire_times(engine, models, "race-0"), what="the first fires")
             midway()
+            assert behind() > 0, "the race was over before the midway event; give it more fire times"
         wait_until(caught_up, timeout=60, what="every schedule caught up")
     finally:
         t1 = time.monotonic()
@@ -131,7 +134,7 @@ def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog
 
 def test_four_worker_processes_fire_each_fire_time_exactly_once(engine: sa.Engine, models: Models,
                                                                 pg_url: str) -> None:
-    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=5))
+    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=4))
 
 
 def test_workers_sigkilled_mid_fire_lose_and_duplicate_nothing(engine: sa.Engine, models: Models,
