@@ -14,7 +14,8 @@ manage the queue tables and the project's Alembic manages everything else::
     )
 
 Autogenerate then neither creates, alters nor drops ``shop_jobs``,
-``shop_journal``, their columns, indexes and constraints, or the
+``shop_journal``, the periodic-job tables ``shop_schedules`` and
+``shop_fires``, their columns, indexes and constraints, or the
 ``shop_alembic_version`` table, whether they are in the database, in the
 project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 """
@@ -64,8 +65,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     """Hooks that leave the queues named by ``prefixes`` to venturi's own migrations.
 
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
-    ``<prefix>_jobs`` and ``<prefix>_journal`` tables with everything in
-    them, and the ``<prefix>_alembic_version`` table; a project table that
+    ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules`` and
+    ``<prefix>_fires`` tables with everything in them, and the ``<prefix>_alembic_version`` table; a project table that
     merely ends in ``_jobs`` is still the project's.
     """
     if not prefixes:
@@ -73,5 +74,5 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     tables: set[str] = set()
     for prefix in prefixes:
         names = Names(prefix)
-        tables.update((names.jobs, names.journal, names.version_table))
+        tables.update((names.jobs, names.journal, names.schedules, names.fires, names.version_table))
     return VenturiFilter(frozenset(tables))

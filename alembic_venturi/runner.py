@@ -29,14 +29,17 @@ from alembic_venturi.bodies import CONNECTION_ATTRIBUTE, PREFIX_ATTRIBUTE
 from venturi_sa.errors import SchemaNotMigrated, VenturiError
 from venturi_sa.prefix import Names
 
-HEAD = "v3"
-REVISIONS: tuple[str, ...] = ("v1", "v2", "v3")
+HEAD = "v4"
+REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
     "jobs_claim", "jobs_claim_priority", "jobs_visible", "jobs_dedup", "jobs_lease",
     "jobs_history", "jobs_finished", "jobs_created", "journal_job",
 )
+# Tables (after the prefix) that exist at HEAD besides the two seed tables, and their indexes.
+HEAD_TABLES: tuple[str, ...] = ("schedules", "fires")
+HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
 
 Bind: TypeAlias = Engine | Connection | str | URL
@@ -174,7 +177,8 @@ def _reading(connection: Connection) -> Iterator[None]:
 
 def _head_shape_gaps(connection: Connection, names: Names) -> tuple[list[str], list[str]]:
     """Head table and index names absent from, and removed ones present in, the visible schema."""
-    wanted = [names.jobs, names.journal, *(names.index(s) for s in HEAD_INDEXES)]
+    wanted = [names.jobs, names.journal, *(names.index(s) for s in HEAD_INDEXES),
+              *(names.index(s) for s in HEAD_TABLES + HEAD_TABLE_INDEXES)]
     unwanted = [names.index(s) for s in PRE_HEAD_INDEXES]
     found = set(connection.execute(
         sa.text("SELECT relname FROM pg_class WHERE relname = ANY(:names) "

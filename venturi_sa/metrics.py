@@ -8,7 +8,10 @@ Pass an instance as the worker's ``on_event`` hook::
 Exported: ``venturi_job_outcomes_total{queue,kind,outcome}``,
 ``venturi_job_run_seconds{queue,kind}`` (handler run time),
 ``venturi_job_queue_wait_seconds{queue,kind}`` (eligible → claimed, on the
-database clock) and ``venturi_jobs_in_flight{queue}``.
+database clock), ``venturi_jobs_in_flight{queue}``, and for periodic jobs
+``venturi_schedule_fires_total{queue,schedule}`` (jobs this worker fired) and
+``venturi_schedule_skips_total{queue,schedule}`` (fire times it skipped by a
+catch-up or overlap policy).
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ class PrometheusMetrics:
                                       ["queue", "kind"], registry=registry)
         self.in_flight = Gauge("venturi_jobs_in_flight", "Jobs claimed and not yet finished.",
                                ["queue"], registry=registry)
+        self.schedule_fires = Counter("venturi_schedule_fires", "Jobs inserted by firing a schedule.",
+                                      ["queue", "schedule"], registry=registry)
+        self.schedule_skips = Counter("venturi_schedule_skips", "Fire times skipped by a catch-up or overlap policy.",
+                                      ["queue", "schedule"], registry=registry)
 
     def __call__(self, name: str, data: dict[str, Any]) -> None:
         queue = data.get("queue", "")
@@ -49,6 +56,10 @@ class PrometheusMetrics:
             self.run_seconds.labels(queue, data["kind"]).observe(data.get("duration", 0.0))
             outcome = data.get("outcome") if data.get("recorded") else "lost"
             self.outcomes.labels(queue, data["kind"], outcome or "none").inc()
+        elif name == "schedule_fired":
+            self.schedule_fires.labels(queue, data["schedule"]).inc(data["count"])
+        elif name == "schedule_skipped":
+            self.schedule_skips.labels(queue, data["schedule"]).inc(data["count"])
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:

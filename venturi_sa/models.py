@@ -1,4 +1,5 @@
-"""Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``.
+"""Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``,
+and the periodic-job tables ``<prefix>_schedules`` and ``<prefix>_fires``.
 
 The tables describe the seed DDL exactly on PostgreSQL.  The JSON columns
 are ``JSON`` with a ``JSONB`` variant for PostgreSQL (and the journal id an
@@ -111,6 +112,46 @@ class JournalEntryBase:
         return f"<JournalEntry {self.job_id} run {self.run_no} {self.outcome}>"
 
 
+class ScheduleRowBase:
+    """Columns of every prefix's ``Schedule`` class: one declared schedule (typing aid)."""
+
+    __venturi_prefix__: str
+    name: Mapped[str]
+    kind: Mapped[str]
+    payload: Mapped[Any]
+    priority: Mapped[int]
+    timing: Mapped[str]
+    tz: Mapped[str]
+    catch_up: Mapped[str]
+    overlap: Mapped[str]
+    next_at: Mapped[datetime]
+    last_at: Mapped[datetime | None]
+    last_job: Mapped[str | None]
+    paused: Mapped[bool]
+    removed_at: Mapped[datetime | None]
+    fired: Mapped[int]
+    skipped: Mapped[int]
+    updated: Mapped[datetime]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+
+class FireRowBase:
+    """Columns of every prefix's ``Fire`` class: one fired (schedule, fire time) (typing aid)."""
+
+    __venturi_prefix__: str
+    schedule: Mapped[str]
+    fire_at: Mapped[datetime]
+    job_id: Mapped[str]
+    fired_at: Mapped[datetime]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -118,6 +159,8 @@ class Models:
     prefix: str
     Job: type[JobBase]
     JournalEntry: type[JournalEntryBase]
+    Schedule: type[ScheduleRowBase]
+    Fire: type[FireRowBase]
 
     @property
     def names(self) -> Names:
@@ -130,6 +173,14 @@ class Models:
     @property
     def journal_table(self) -> sa.Table:
         return cast(sa.Table, self.JournalEntry.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def schedules_table(self) -> sa.Table:
+        return cast(sa.Table, self.Schedule.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def fires_table(self) -> sa.Table:
+        return cast(sa.Table, self.Fire.__table__)  # type: ignore[attr-defined]
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -219,6 +270,58 @@ def _journal_columns() -> dict[str, Any]:
     }
 
 
+def _schedules_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("name", name=conv(n.index("schedules_pkey"))),
+        sa.CheckConstraint("priority IN (0, 1, 2)", name=conv(n.index("schedules_priority_check"))),
+        sa.CheckConstraint(_in_list("overlap", ("allow", "skip", "queue")),
+                           name=conv(n.index("schedules_overlap_check"))),
+        sa.Index(conv(n.index("schedules_due")), "next_at",
+                 postgresql_where=sa.text("NOT paused AND removed_at IS NULL")),
+    )
+
+
+def _schedule_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "name": mapped_column(sa.Text),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "payload": mapped_column(json_column_type(), nullable=False),
+        "priority": mapped_column(sa.SmallInteger, nullable=False),
+        "timing": mapped_column(sa.Text, nullable=False),
+        "tz": mapped_column(sa.Text, nullable=False),
+        "catch_up": mapped_column(sa.Text, nullable=False),
+        "overlap": mapped_column(sa.Text, nullable=False),
+        "next_at": mapped_column(tz, nullable=False),
+        "last_at": mapped_column(tz, nullable=True),
+        "last_job": mapped_column(sa.Text, nullable=True),
+        "paused": mapped_column(sa.Boolean, nullable=False, server_default=sa.text("false"), default=False),
+        "removed_at": mapped_column(tz, nullable=True),
+        "fired": mapped_column(sa.BigInteger, nullable=False, server_default=sa.text("0"), default=0),
+        "skipped": mapped_column(sa.BigInteger, nullable=False, server_default=sa.text("0"), default=0),
+        "updated": mapped_column(tz, nullable=False, default=sa.func.now()),
+    }
+
+
+def _fires_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("schedule", "fire_at", name=conv(n.index("fires_pkey"))),
+        sa.ForeignKeyConstraint(["schedule"], [f"{n.schedules}.name"], ondelete="CASCADE",
+                                name=conv(n.index("fires_schedule_fkey"))),
+        sa.Index(conv(n.index("fires_job")), "job_id"),
+    )
+
+
+def _fire_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "schedule": mapped_column(sa.Text),
+        "fire_at": mapped_column(tz),
+        "job_id": mapped_column(sa.Text, nullable=False),
+        "fired_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+    }
+
+
 def _foreign_metadata(base: Any) -> sa.MetaData | None:
     """The ``MetaData`` of a base that is not a SQLAlchemy declarative base (e.g. ``SQLModel``), else None."""
     if isinstance(base, type) and issubclass(base, DeclarativeBase):
@@ -230,7 +333,7 @@ def _foreign_metadata(base: Any) -> sa.MetaData | None:
 
 
 def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.MetaData | None = None) -> Models:
-    """Return the mapped ``Job`` and ``JournalEntry`` classes for ``prefix``.
+    """Return the mapped ``Job``, ``JournalEntry``, ``Schedule`` and ``Fire`` classes for ``prefix``.
 
     With ``base`` (the application's declarative base) the tables join the
     application's ``MetaData``, so its Alembic autogenerate sees them.  A
@@ -280,6 +383,12 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         "job": relationship(job_cls, viewonly=True),
     }
     journal_cls = type(_class_name(prefix, "JournalEntry"), (JournalEntryBase, base), journal_ns)
-    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls)
+    schedule_cls = type(_class_name(prefix, "Schedule"), (ScheduleRowBase, base), {
+        "__tablename__": names.schedules, "__table_args__": _schedules_args(names),
+        "__venturi_prefix__": prefix, **_schedule_columns()})
+    fire_cls = type(_class_name(prefix, "Fire"), (FireRowBase, base), {
+        "__tablename__": names.fires, "__table_args__": _fires_args(names),
+        "__venturi_prefix__": prefix, **_fire_columns()})
+    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls)
     registry[prefix] = models
     return models

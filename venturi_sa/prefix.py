@@ -64,6 +64,16 @@ class Names:
         return f"{self.prefix}_journal"
 
     @property
+    def schedules(self) -> str:
+        """The periodic-job schedules table (migration v4)."""
+        return f"{self.prefix}_schedules"
+
+    @property
+    def fires(self) -> str:
+        """One row per fired (schedule, fire time) (migration v4)."""
+        return f"{self.prefix}_fires"
+
+    @property
     def version_table(self) -> str:
         """The per-prefix Alembic version table."""
         return f"{self.prefix}_alembic_version"

@@ -28,6 +28,7 @@ from venturi_sa.binds import require_async_engine, require_async_session, requir
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
+from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ class Queue:
                  check_added_jobs: bool = False) -> None:
         self.models = models
         self.registry = Registry(tuple(tasks))
+        self.schedules = periodic.ScheduleSet(self.registry)
+        """The declared schedules (``schedule = ...`` on task types, and :meth:`schedule`)."""
+        for task_type in self.registry:
+            self.schedules.add_task_type(task_type)
         self.notify = notify
         self.check_added_jobs = check_added_jobs
         added_jobs.register(self)
@@ -76,8 +81,27 @@ class Queue:
         return self.models.prefix
 
     def register(self, task_type: type[Task]) -> type[Task]:
-        """Add a task type (usable as a class decorator)."""
-        return self.registry.register(task_type)
+        """Add a task type (usable as a class decorator), with the schedules it declares."""
+        declared = periodic.from_task_type(task_type)  # validated before anything is registered
+        registered = self.registry.register(task_type)
+        for schedule in declared:
+            self.schedules.add(schedule)
+        return registered
+
+    def schedule(self, task: Task, *, cron: str | None = None, every: timedelta | None = None,
+                 tz: str | None = None, name: str | None = None, catch_up: str = "latest",
+                 overlap: str = "allow", priority: int | None = None) -> periodic.Schedule:
+        """Declare a periodic job: ``task``'s job is inserted once per fire time, across all workers.
+
+        ``cron`` (5 fields, or 6 with seconds first) in ``tz`` (default UTC),
+        or ``every`` (a timedelta, absolute time); ``catch_up`` and
+        ``overlap`` are the policies of docs/periodic.md.  Validated now
+        (``InvalidOption`` naming a bad expression, zone, policy or duplicate
+        name; ``UnknownKind``); nothing is written: workers reconcile the
+        declared schedules with the database when they start.
+        """
+        return self.schedules.add(periodic.build(task, cron=cron, every=every, tz=tz, name=name,
+                                                 catch_up=catch_up, overlap=overlap, priority=priority))
 
     def task(self, kind: str, *, payload: type[Schema] = EmptyPayload, carry: type[Schema] | None = None,
              **policy: Any) -> Callable[[Handler], type[Task]]:

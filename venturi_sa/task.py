@@ -95,6 +95,8 @@ class Task:
     max_failures: ClassVar[int] = 5
     lease: ClassVar[timedelta] = timedelta(seconds=60)
     concurrency: ClassVar[int | None] = None
+    schedule: ClassVar[str | list[str] | None] = None
+    """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
@@ -193,7 +195,7 @@ def _check_policy(cls: type[Task]) -> None:
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
 
 
-POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "backoff", "dedup_key")
+POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "backoff", "dedup_key", "schedule")
 """The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import apply_seed, run_sql, snapshot
+from migration_catalog import PERIODIC_TABLES, apply_periodic, apply_seed, run_sql, snapshot
 
 _counter = itertools.count()
 
@@ -21,3 +21,16 @@ def seed_catalog(engine: sa.Engine) -> dict[str, Any]:
     catalog = snapshot(engine, prefix)
     run_sql(engine, f"DROP TABLE {prefix}_journal; DROP TABLE {prefix}_jobs;")
     return catalog
+
+
+@pytest.fixture
+def periodic_catalog(engine: sa.Engine) -> dict[str, Any]:
+    """The catalog of the periodic-job tables (v4 body) applied directly on the seed."""
+    prefix = f"seedp{os.getpid()}_{next(_counter)}"
+    apply_seed(engine, prefix)
+    apply_periodic(engine, prefix)
+    catalog = snapshot(engine, prefix, PERIODIC_TABLES)
+    run_sql(engine, f"DROP TABLE {prefix}_fires; DROP TABLE {prefix}_schedules; "
+                    f"DROP TABLE {prefix}_journal; DROP TABLE {prefix}_jobs;")
+    return catalog
+

@@ -20,6 +20,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from alembic_venturi.bodies import render_body
+
 TOKEN = "{{prefix}}"
 SEED_DDL = (Path(__file__).parent / "seed_ddl.sql").read_text(encoding="utf-8")
 
@@ -70,26 +72,34 @@ def _normalizer(prefix: str) -> Callable[[Any], Any]:
     return normalize
 
 
-def snapshot(bind: sa.Engine | sa.Connection, prefix: str) -> dict[str, Any]:
-    """The catalog of queue ``prefix``'s tables, normalized to the ``{{prefix}}`` token.
+SEED_TABLES = ("jobs", "journal")
+PERIODIC_TABLES = ("schedules", "fires")  # migration v4
 
-    The ``<prefix>_alembic_version`` table (absent from the seed) is left out.
+
+def snapshot(bind: sa.Engine | sa.Connection, prefix: str,
+             suffixes: tuple[str, ...] = SEED_TABLES) -> dict[str, Any]:
+    """The catalog of queue ``prefix``'s tables ``suffixes``, normalized to the ``{{prefix}}`` token.
+
+    The default is the two seed tables; ``relations`` lists the relations named
+    after those tables (their indexes, the identity sequence).  The
+    ``<prefix>_alembic_version`` table (absent from the seed) is left out.
     """
     norm = _normalizer(prefix)
-    tables = [f"{prefix}_jobs", f"{prefix}_journal"]
+    tables = [f"{prefix}_{suffix}" for suffix in suffixes]
+    owned = tuple(f"{TOKEN}_{suffix}" for suffix in suffixes)
 
     def rows(conn: sa.Connection, query: sa.TextClause, **params: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(norm(v) for v in row) for row in conn.execute(query, params))
 
     def collect(conn: sa.Connection) -> dict[str, Any]:
         relations = rows(conn, RELATIONS, pattern=prefix.replace("_", "!_") + "!_%")
-        relations = [r for r in relations if not r[0].startswith(f"{TOKEN}_alembic_version")]
+        relations = [r for r in relations if r[0].startswith(owned)]
         return {
             "columns": [tuple(norm(v) for v in row) for row in conn.execute(COLUMNS, {"tables": tables})],
             "constraints": rows(conn, CONSTRAINTS, tables=tables),
             "indexes": rows(conn, INDEXES, tables=tables),
             "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=tables[1])
-            if relations else [],
+            if relations and suffixes == SEED_TABLES else [],
             "relations": relations,
         }
 
@@ -119,6 +129,11 @@ def run_sql(engine: sa.Engine, sql: str, autocommit: bool = False) -> None:
 def apply_seed(engine: sa.Engine, prefix: str) -> None:
     """Create queue ``prefix`` straight from the seed DDL (the reference schema)."""
     run_sql(engine, SEED_DDL.replace(TOKEN, prefix))
+
+
+def apply_periodic(engine: sa.Engine, prefix: str) -> None:
+    """Add the periodic-job tables to a seeded queue straight from the v4 body (their reference)."""
+    run_sql(engine, render_body("v4", prefix))
 
 
 def relation_names(engine: sa.Engine, prefix: str) -> set[str]:

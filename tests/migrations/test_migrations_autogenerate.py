@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from migration_catalog import snapshot
+from migration_catalog import PERIODIC_TABLES, snapshot
 
 import alembic_venturi
 
@@ -128,12 +128,15 @@ def operations(revision_text: str) -> list[str]:
 
 
 def test_autogenerate_creates_the_seed_schema_then_finds_nothing(
-        tmp_path: Path, fresh_db_url: str, seed_catalog: dict[str, Any]) -> None:
+        tmp_path: Path, fresh_db_url: str, seed_catalog: dict[str, Any],
+        periodic_catalog: dict[str, Any]) -> None:
     project = Project(tmp_path, fresh_db_url, with_models=True, with_filter=False)
     first = project.autogenerate("orders and the shop queue")
 
     assert "op.create_table('shop_jobs'" in first
     assert "op.create_table('shop_journal'" in first
+    assert "op.create_table('shop_schedules'" in first and "op.create_table('shop_fires'" in first
+    assert "postgresql_where=sa.text('NOT paused AND removed_at IS NULL')" in first
     assert "op.create_table('orders'" in first
     assert "sa.Identity(always=True" in first
     assert "postgresql_where=sa.text(\"status = 'pending'\")" in first
@@ -152,6 +155,7 @@ def test_autogenerate_creates_the_seed_schema_then_finds_nothing(
     engine = sa.create_engine(fresh_db_url, poolclass=sa.pool.NullPool)
     try:
         assert snapshot(engine, "shop") == seed_catalog
+        assert snapshot(engine, "shop", PERIODIC_TABLES) == periodic_catalog
         # No venturi version table: the project's Alembic owns these tables.
         assert alembic_venturi.current(engine, "shop") is None
         alembic_venturi.check_current(engine, "shop")
@@ -190,7 +194,8 @@ def test_without_the_filter_the_version_table_would_be_dropped(
 
 def test_compare_metadata_reports_nothing_for_the_mapped_classes(
         engine: sa.Engine, prefix: str, models: Any) -> None:
-    ours = {models.jobs_table.name, models.journal_table.name}
+    ours = {models.jobs_table.name, models.journal_table.name, models.schedules_table.name,
+            models.fires_table.name}
 
     def only_this_queue(name: str | None, type_: str, parent_names: Any) -> bool:
         return type_ != "table" or name in ours
@@ -206,7 +211,8 @@ def test_compare_metadata_reports_nothing_for_the_mapped_classes(
 
 def test_filter_hooks_cover_tables_their_contents_and_the_version_table() -> None:
     venturi = alembic_venturi.exclude_venturi("shop", "billing")
-    for table in ("shop_jobs", "shop_journal", "shop_alembic_version", "billing_jobs"):
+    for table in ("shop_jobs", "shop_journal", "shop_schedules", "shop_fires", "shop_alembic_version",
+                  "billing_jobs"):
         assert not venturi.include_name(table, "table", {"schema_name": None})
     assert not venturi.include_name("shop_jobs_claim", "index", {"table_name": "shop_jobs"})
     assert venturi.include_name("cron_jobs", "table", {"schema_name": None})

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 from migration_catalog import (
     NOT_NULL_CONSTRAINTS_SINCE,
+    PERIODIC_TABLES,
     TOKEN,
     expected_constraint_kinds,
     relation_names,
@@ -19,7 +20,7 @@ from migration_catalog import (
 )
 
 import alembic_venturi
-from alembic_venturi.runner import HEAD_INDEXES, SCRIPT_LOCATION
+from alembic_venturi.runner import HEAD_INDEXES, HEAD_TABLE_INDEXES, HEAD_TABLES, SCRIPT_LOCATION
 from venturi_sa import make_models
 from venturi_sa.prefix import LONGEST_SUFFIX, MAX_PREFIX_LENGTH, PG_IDENTIFIER_MAX
 
@@ -103,7 +104,7 @@ def test_offline_sql_range_continues_an_online_migration(
         engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
     alembic_venturi.upgrade(engine, prefix, "v1")
     script = alembic_venturi.offline_sql(prefix, "v1:head")
-    assert "CREATE TABLE" not in script
+    assert f"CREATE TABLE {prefix}_jobs" not in script and f"CREATE TABLE {prefix}_journal" not in script
     run_sql(engine, script, autocommit=True)
     assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
     assert snapshot(engine, prefix) == seed_catalog
@@ -197,5 +198,39 @@ def test_a_failing_upgrade_leaves_nothing_behind(engine: sa.Engine, prefix: str)
         alembic_venturi.upgrade(engine, prefix)
     assert relation_names(engine, prefix) == {f"{prefix}_journal"}
     run_sql(engine, f"DROP TABLE {prefix}_journal")
+    alembic_venturi.upgrade(engine, prefix)
+    assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
+
+
+# -- v4: the periodic-job tables, beside the unchanged seed tables ---------------------------
+
+@pytest.mark.parametrize("length", ["short", "longest"])
+def test_head_periodic_tables_equal_their_body_and_the_models(
+        engine: sa.Engine, prefix: str, length: str, periodic_catalog: dict[str, Any]) -> None:
+    if length == "longest":
+        prefix = longest_prefix(prefix)
+    alembic_venturi.upgrade(engine, prefix)
+    assert snapshot(engine, prefix, PERIODIC_TABLES) == periodic_catalog
+    other = f"m{prefix}"[:MAX_PREFIX_LENGTH]
+    make_models(other).metadata.create_all(engine)
+    assert snapshot(engine, other, PERIODIC_TABLES) == periodic_catalog
+    names = {i[1] for i in periodic_catalog["indexes"] if not i[4]}
+    assert names == {f"{TOKEN}_{suffix}" for suffix in HEAD_TABLE_INDEXES}
+    assert {r[0] for r in periodic_catalog["relations"] if r[1] == "r"} == {
+        f"{TOKEN}_{t}" for t in HEAD_TABLES}
+
+
+def test_v4_adds_only_new_tables_and_its_down_migration_removes_them(
+        engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
+    alembic_venturi.upgrade(engine, prefix, "v3")
+    before = relation_names(engine, prefix)
+    alembic_venturi.upgrade(engine, prefix, "v4")
+    assert snapshot(engine, prefix) == seed_catalog  # the seed tables, byte for byte
+    added = relation_names(engine, prefix) - before
+    assert {n for n in added if not n.startswith((f"{prefix}_schedules", f"{prefix}_fires"))} == set()
+    assert f"{prefix}_schedules" in added and f"{prefix}_fires" in added
+    alembic_venturi.downgrade(engine, prefix, "v3")
+    assert relation_names(engine, prefix) == before
+    assert snapshot(engine, prefix) == seed_catalog
     alembic_venturi.upgrade(engine, prefix)
     assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD

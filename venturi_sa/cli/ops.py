@@ -12,6 +12,7 @@ from venturi_sa.cli.durations import Duration, format_duration
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import queue_options
 from venturi_sa.cli.output import emit_json, table
+from venturi_sa.cli.schedules import render_schedules
 from venturi_sa.ops.records import Stats
 from venturi_sa.states import TERMINAL
 
@@ -21,7 +22,7 @@ SUMMARY = (("eligible now", "eligible"), ("scheduled", "scheduled"), ("in flight
 
 
 def render_stats(stats: Stats) -> str:
-    """Counts by kind (pending split into eligible/scheduled), a summary and the oldest wait."""
+    """Counts by kind (pending split into eligible/scheduled), a summary, the oldest wait, the schedules."""
     rows: list[list[object]] = [[kind, *(counts.get(c, 0) for c in COUNT_COLUMNS)]
                                 for kind, counts in stats.by_kind.items()]
     if rows:
@@ -32,7 +33,10 @@ def render_stats(stats: Stats) -> str:
     summary = "   ".join(f"{label}: {getattr(stats, key)}" for label, key in SUMMARY)
     age = stats.oldest_eligible_age
     waited = format_duration(age) if age is not None else "-"
-    return "\n".join([*lines, "", summary, f"oldest eligible job waiting: {waited}"])
+    text = [*lines, "", summary, f"oldest eligible job waiting: {waited}"]
+    if stats.schedules:
+        text += ["", render_schedules(stats.schedules)]
+    return "\n".join(text)
 
 
 @cli.command()

@@ -84,8 +84,39 @@ KIND_KEYS = ("total", "pending", "eligible", "scheduled", "claimed", "expired_le
 
 
 @dataclass(frozen=True)
+class ScheduleInfo:
+    """One stored schedule: its definition, next and last fire time, last job's status, state."""
+
+    name: str
+    kind: str
+    timing: str
+    tz: str
+    catch_up: str
+    overlap: str
+    next_at: datetime
+    last_at: datetime | None
+    last_job: str | None
+    last_status: str | None
+    paused: bool
+    removed: bool
+    fired: int
+    skipped: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: jsonable(v) for k, v in asdict(self).items()}
+
+
+def schedule_info(row: Any) -> ScheduleInfo:
+    """The record of one row of ``Backend.schedule_rows``."""
+    return ScheduleInfo(name=row.name, kind=row.kind, timing=row.timing, tz=row.tz, catch_up=row.catch_up,
+                        overlap=row.overlap, next_at=row.next_at, last_at=row.last_at, last_job=row.last_job,
+                        last_status=row.last_status, paused=row.paused, removed=row.removed_at is not None,
+                        fired=row.fired, skipped=row.skipped)
+
+
+@dataclass(frozen=True)
 class Stats:
-    """Queue counts read in one snapshot at ``as_of`` (the database clock).
+    """Queue counts read in one snapshot at ``as_of`` (the database clock), and the live schedules.
 
     ``eligible`` pending jobs have ``visible_at <= as_of``; ``scheduled``
     ones are due later.  ``in_flight`` is the ``claimed`` count, of which
@@ -106,10 +137,13 @@ class Stats:
     dead: int
     oldest_eligible_age: timedelta | None
     oldest_eligible_age_by_kind: dict[str, timedelta] = field(default_factory=dict)
+    schedules: list[ScheduleInfo] = field(default_factory=list)
+    """The queue's periodic-job schedules (removed ones left out), read in the same snapshot."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""
         data = {k: jsonable(v) for k, v in asdict(self).items()}
         data["oldest_eligible_age_seconds"] = data.pop("oldest_eligible_age")
         data["oldest_eligible_age_seconds_by_kind"] = data.pop("oldest_eligible_age_by_kind")
+        data["schedules"] = [s.as_dict() for s in self.schedules]
         return data

@@ -8,10 +8,12 @@ error leaves nothing behind.
 
 from __future__ import annotations
 
+import dataclasses
+
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.ops.records import KIND_KEYS, Stats
+from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage.backend import backend_for
@@ -19,10 +21,11 @@ from venturi_sa.storage.stats import StatsParams, StatsRows
 
 
 def stats(models: Models, engine: sa.Engine) -> Stats:
-    """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait."""
+    """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = backend_for(models).stats(session, StatsParams())
-    return shape_stats(raw)
+        schedules = [schedule_info(r) for r in backend_for(models).schedule_rows(session) if r.removed_at is None]
+    return dataclasses.replace(shape_stats(raw), schedules=schedules)
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

@@ -30,6 +30,7 @@ from venturi_sa.storage import (
     history,
     leases,
     outcomes,
+    schedules,
     stats,
 )
 from venturi_sa.storage.params import (
@@ -113,6 +114,37 @@ class Backend(Protocol):
 
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         """Lock the job, apply one operator transition if its status allows, and journal it."""
+
+    # -- periodic jobs (the caller's transaction; see storage/schedules.py) ----------
+    def lock_due_schedule(self, runner: Runner, params: schedules.LockDueParams) -> schedules.DueSchedule | None:
+        """Lock one due live schedule (SKIP LOCKED; due on the database clock), or the named one."""
+
+    def schedule_job_active(self, runner: Runner, params: schedules.JobActiveParams) -> bool:
+        """Whether a schedule's previous job is still pending or claimed."""
+
+    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> set[datetime]:
+        """One row per (schedule, fire time) not fired before; returns the fire times recorded now."""
+
+    def advance_schedule(self, runner: Runner, params: schedules.AdvanceParams) -> bool:
+        """Compare-and-set the next fire time and count fires and skips; False if it moved meanwhile."""
+
+    def reconcile_lock(self, runner: Runner) -> datetime:
+        """Serialize schedule reconciliation for this queue; returns the database clock."""
+
+    def schedule_rows(self, runner: Runner) -> Sequence[sa.Row[Any]]:
+        """Every schedule row with its last job's status, by name."""
+
+    def apply_reconcile(self, runner: Runner, params: schedules.ReconcileParams) -> None:
+        """Insert, update and mark removed the schedules reconciliation decided on."""
+
+    def set_schedule_paused(self, runner: Runner, params: schedules.PauseParams) -> bool:
+        """Pause or resume a live schedule; False if there is none of that name."""
+
+    def seconds_until_schedule(self, runner: Runner) -> float | None:
+        """Seconds until the soonest live schedule is due (<= 0: due now), or None."""
+
+    def fire_of(self, runner: Runner, params: schedules.FireOfParams) -> sa.Row[Any] | None:
+        """The schedule and fire time that inserted a job, or None."""
 
     # -- the dashboard (read-only) ---------------------------------------------------------
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
@@ -202,6 +234,36 @@ class SqlAlchemyBackend:
 
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         return admin.apply(self.models, runner, params)
+
+    def lock_due_schedule(self, runner: Runner, params: schedules.LockDueParams) -> schedules.DueSchedule | None:
+        return schedules.lock_due(self.models, runner, params)
+
+    def schedule_job_active(self, runner: Runner, params: schedules.JobActiveParams) -> bool:
+        return schedules.job_active(self.models, runner, params)
+
+    def record_fires(self, runner: Runner, params: schedules.RecordFiresParams) -> set[datetime]:
+        return schedules.record_fires(self.models, runner, params)
+
+    def advance_schedule(self, runner: Runner, params: schedules.AdvanceParams) -> bool:
+        return schedules.advance(self.models, runner, params)
+
+    def reconcile_lock(self, runner: Runner) -> datetime:
+        return schedules.reconcile_lock(self.models, runner)
+
+    def schedule_rows(self, runner: Runner) -> Sequence[sa.Row[Any]]:
+        return schedules.all_schedules(self.models, runner)
+
+    def apply_reconcile(self, runner: Runner, params: schedules.ReconcileParams) -> None:
+        schedules.apply_reconcile(self.models, runner, params)
+
+    def set_schedule_paused(self, runner: Runner, params: schedules.PauseParams) -> bool:
+        return schedules.set_paused(self.models, runner, params)
+
+    def seconds_until_schedule(self, runner: Runner) -> float | None:
+        return schedules.seconds_until_due(self.models, runner)
+
+    def fire_of(self, runner: Runner, params: schedules.FireOfParams) -> sa.Row[Any] | None:
+        return schedules.fire_of(self.models, runner, params)
 
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
         return dashboard.fetch_job_page(self.models, runner, params)

@@ -82,6 +82,7 @@ class Threads:
     keeper: LeaseKeeper
     batcher: Batcher | None = None
     listener: Listener | LoopListener | None = None
+    firer: threading.Thread | None = None  # venturi_sa.periodic.Firer: reconciles, then fires schedules
 
     def start(self) -> None:
         self.executors.start()
@@ -90,6 +91,8 @@ class Threads:
         self.keeper.start()
         if self.listener is not None:
             self.listener.start()
+        if self.firer is not None:
+            self.firer.start()
 
 
 def shutdown(threads: Threads, inflight: InFlight, completer: Completer, *, worker_id: str, grace: float,
@@ -114,7 +117,7 @@ def shutdown(threads: Threads, inflight: InFlight, completer: Completer, *, work
         threads.batcher.close(timeout=flush_timeout)
     halt.set()
     wake.set()
-    for thread in (threads.keeper, threads.listener):
+    for thread in (threads.keeper, threads.listener, threads.firer):
         if thread is not None and thread.is_alive():
             thread.join(timeout=JOIN_TIMEOUT)
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
 from venturi_sa.errors import InvalidOption
+from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
@@ -188,7 +189,7 @@ class Worker:
         too; jobs scheduled for later are not waited for.  Raises
         ``SchemaNotMigrated`` if the queue's tables are not migrated.
         """
-        if not self._start(listen=False):
+        if not self._start(listen=False, fire=False):
             return 0
         self._until_idle = True
         start = self.inflight.processed
@@ -288,8 +289,20 @@ class Worker:
             run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by this worker; "
                                 "its outcome will not be recorded", run.job.id, run.job.run_count)
 
+    def _firer(self) -> Firer | None:
+        """The schedule firer (sessions on the sync engine); an async-only worker fires none it does not declare.
+
+        A worker on an ``AsyncEngine`` whose queue declares no schedules starts
+        no firer, so it needs no sync driver (and does not reconcile stored
+        schedules away: a sync worker of the queue, or one that declares them, does).
+        """
+        if self.engines.is_async and not len(self.queue.schedules):
+            return None
+        return Firer(self.queue, self.engines.get_sync(), self._stopping, poll_interval=self.poll_interval,
+                     on_event=self._emit)
+
     # -- start and stop ------------------------------------------------------------------------
-    def _start(self, listen: bool) -> bool:
+    def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
             event.clear()
         if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping):
@@ -308,7 +321,8 @@ class Worker:
                               self._finished)
         listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
                                       listen)
-        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
+        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
+                                          firer=self._firer() if fire else None)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)

@@ -1,0 +1,162 @@
+"""N worker processes race the same schedules over many fire times: exactly one job per fire time.
+
+Each schedule fires every second with catch-up ``all_within(1h)``; the test
+puts the next fire times back (minutes of downtime) once every worker is up, so
+hundreds of fire times per schedule are due at once and the workers race
+for them (five fire times per transaction), while new ones keep coming due
+every second.  The invariant is checked after the workers stop: the fired
+fire times of each schedule are exactly the consecutive seconds from the
+first to the last, each with one job, and there are no other jobs.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from periodic_app import PERIOD, race_queue
+from periodic_kit import aligned, db_now, fire_times, jobs_of
+from queue_kit import wait_until
+
+import alembic_venturi
+from venturi_sa import Models, make_models
+from venturi_sa.periodic import reconcile
+from venturi_sa.throwaway import ThrowawayCluster
+
+pytestmark = [pytest.mark.timeout(120)]
+APP = Path(__file__).resolve().parent / "periodic_app.py"
+WORKERS = 4
+SCHEDULES = 4
+
+
+class Proc:
+    def __init__(self, pg_url: str, prefix: str, kill_at: int = 0) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(APP), pg_url, prefix, str(SCHEDULES), str(kill_at)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def ready(self) -> Proc:
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().startswith("READY")
+        return self
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        """SIGTERM, then the number of jobs it fired (it prints it on exit); -1 if it was killed."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=30)
+        fired = [line for line in out.splitlines() if line.startswith("FIRED")]
+        return int(fired[0].split()[2]) if fired else -1
+
+
+def connected(engine: sa.Engine, prefix: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT count(DISTINCT client_port) FROM pg_stat_activity "
+                                        "WHERE application_name = :a"), {"a": f"periodic-{prefix}"}).scalar_one())
+
+
+def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool, backlog: timedelta,
+         midway: Callable[[], None] | None = None) -> tuple[list[Proc], int]:
+    """Run the race; returns the processes (stopped) and how many were SIGKILLed and replaced.
+
+    With ``kill``, worker i of the first generation kills itself in its fire number ``2 + i``;
+    its replacement does not.  ``midway`` is called once the first fires have committed.
+    """
+    reconcile(race_queue(models.prefix, SCHEDULES), engine)
+    with engine.begin() as conn:  # paused while the workers start (reconciliation keeps them paused)
+        conn.execute(sa.update(models.schedules_table).values(paused=True))
+    procs = [p.ready() for p in [Proc(pg_url, models.prefix, 2 + i if kill else 0) for i in range(WORKERS)]]
+    wait_until(lambda: connected(engine, models.prefix) >= 2 * WORKERS, what="every worker connected")
+    start = aligned(db_now(engine), PERIOD) - backlog
+    with engine.begin() as conn:  # BACKLOG of downtime comes due at once, for every worker
+        conn.execute(sa.update(models.schedules_table).values(next_at=start, paused=False))
+    caught_up_after = db_now(engine)
+    killed = 0
+
+    def behind() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).where(
+                models.schedules_table.c.next_at <= caught_up_after)).scalar_one())
+
+    def caught_up() -> bool:
+        nonlocal killed
+        for i, proc in enumerate(procs):
+            if not proc.alive():
+                assert proc.stop() == -1 and proc.proc.returncode == -signal.SIGKILL, proc.proc.returncode
+                killed += 1
+                procs[i] = Proc(pg_url, models.prefix).ready()
+        return behind() == 0
+
+    t0 = time.monotonic()
+    try:
+        if midway is not None:
+            wait_until(lambda: fire_times(engine, models, "race-0"), what="the first fires")
+            midway()
+            assert behind() > 0, "the race was over before the midway event; give it more fire times"
+        wait_until(caught_up, timeout=60, what="every schedule caught up")
+    finally:
+        t1 = time.monotonic()
+        for proc in procs:
+            if proc.alive():
+                proc.proc.send_signal(signal.SIGTERM)
+        fired = [p.stop() for p in procs]
+        killed += sum(1 for p in procs if p.proc.returncode == -signal.SIGKILL)
+    print(f"caught up in {t1 - t0:.1f}s, stopped in {time.monotonic() - t1:.1f}s")
+    assert sum(1 for n in fired if n > 0) >= 2 or killed, f"no race: jobs fired per process {fired}"
+    check_exactly_once(engine, models, start, backlog)
+    print(f"jobs fired by the last {WORKERS} processes: {fired}")
+    return procs, killed
+
+
+def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog: timedelta) -> None:
+    jobs = jobs_of(engine, models)
+    assert len({job.id for job in jobs}) == len(jobs)
+    total = 0
+    for i in range(SCHEDULES):
+        times = fire_times(engine, models, f"race-{i}")
+        expected = [start + PERIOD * k for k in range(len(times))]  # type: ignore[operator]
+        assert times == expected, f"race-{i}: fire times are not the consecutive seconds from the start"
+        assert len(times) >= backlog / PERIOD
+        assert sum(1 for job in jobs if job.payload == {"n": i}) == len(times)  # one job per fire time
+        total += len(times)
+    assert len(jobs) == total
+    print(f"race: {WORKERS} workers, {SCHEDULES} schedules, {total} fire times, {len(jobs) - total} duplicates")
+
+
+def test_four_worker_processes_fire_each_fire_time_exactly_once(engine: sa.Engine, models: Models,
+                                                                pg_url: str) -> None:
+    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=4))
+
+
+def test_workers_sigkilled_mid_fire_lose_and_duplicate_nothing(engine: sa.Engine, models: Models,
+                                                               pg_url: str) -> None:
+    _, killed = race(engine, models, pg_url, kill=True, backlog=timedelta(minutes=2))
+    assert killed == WORKERS
+    print(f"race with SIGKILL mid-fire: {killed} workers killed and replaced")
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[ThrowawayCluster]:
+    """A PostgreSQL of this module's own, which a test restarts."""
+    with ThrowawayCluster({"fsync": "off", "synchronous_commit": "off", "max_connections": "200"}) as cluster:
+        yield cluster
+
+
+def test_a_postgres_restart_mid_race_loses_and_duplicates_nothing(own_cluster: ThrowawayCluster) -> None:
+    engine = sa.create_engine(own_cluster.url, pool_pre_ping=True, connect_args={"options": "-c timezone=UTC"})
+    try:
+        prefix = "restart_race"
+        alembic_venturi.upgrade(engine, prefix)
+        race(engine, make_models(prefix), own_cluster.url, kill=False, backlog=timedelta(minutes=3),
+             midway=lambda: own_cluster.pg_ctl("restart", "-m", "fast"))
+    finally:
+        engine.dispose()

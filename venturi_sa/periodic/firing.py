@@ -1,0 +1,252 @@
+"""Firing due schedules: exactly one job per fire time, whatever the number of workers.
+
+There is no leader.  Every worker of the queue runs a :class:`Firer`; each
+fire is one short READ COMMITTED transaction of whichever worker gets there:
+
+1. lock the soonest due schedule, ``FOR UPDATE SKIP LOCKED``, *due on the
+   database clock* (``next_at <= statement_timestamp()``), so clock skew
+   between workers does not matter and two workers never fire one schedule
+   at once;
+2. choose the fire times with the catch-up and overlap policies
+   (:mod:`~venturi_sa.periodic.policies`);
+3. write one ``_fires`` row per fire time, under the primary key
+   ``(schedule, fire_at)``: a fire time that already has its row is not
+   fired again (a second line of defence: steps 1 and 4 already prevent it);
+   then insert the jobs of the fire times recorded (the enqueue INSERT, its
+   ``NOTIFY`` delivered on commit);
+4. advance ``next_at`` by compare-and-set on the value locked in step 1;
+5. commit.
+
+A worker that dies anywhere before the commit leaves nothing (PostgreSQL
+rolls the transaction back and frees the row lock); the schedule is still
+due and the next worker fires it.  After the commit the fire time is done
+for everyone.  The claim statement is unchanged: fired jobs are ordinary
+``pending`` rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from venturi_sa.errors import VenturiError
+from venturi_sa.models import new_job_id
+from venturi_sa.periodic.policies import parse_catch_up, select
+from venturi_sa.periodic.timing import parse_spec
+from venturi_sa.storage import schedules as verbs
+from venturi_sa.storage.backend import Backend, backend_for
+from venturi_sa.storage.enqueue import InsertParams, NewJob
+from venturi_sa.storage.faults import is_transient
+
+if TYPE_CHECKING:
+    from venturi_sa.queue import Queue
+
+logger = logging.getLogger("venturi_sa.periodic")
+ISOLATION = "READ COMMITTED"
+DEFER_POLL = 1.0  # seconds between looks at a schedule waiting for its previous job (overlap="queue")
+
+
+class ScheduleMoved(VenturiError):
+    """The compare-and-set on a schedule's next fire time found it changed: nothing was fired."""
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What one fire transaction did for one schedule."""
+
+    name: str
+    fires: list[tuple[datetime, str]] = field(default_factory=list)  # (fire time, job id)
+    skipped: int = 0
+    deferred: bool = False
+
+
+def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, notify: str | None) -> Fired:
+    """Steps 2-4 for the schedule locked in ``due``, in the caller's transaction."""
+    row = due.row
+    timing = parse_spec(row.timing, row.tz)
+    chosen = select(timing, parse_catch_up(row.catch_up), row.next_at, due.now)
+    fire, skipped, next_at = chosen.fire, chosen.skipped, chosen.next_at
+    if fire and row.overlap != "allow":
+        if backend.schedule_job_active(session, verbs.JobActiveParams(job_id=row.last_job)):
+            if row.overlap == "queue":
+                return Fired(row.name, deferred=True)  # nothing written: the fire time stays due
+            fire, skipped = [], skipped + len(fire)
+        elif len(fire) > 1:  # the later ones would overlap the first one's job
+            if row.overlap == "queue":
+                next_at = timing.after(fire[0])
+            else:
+                skipped += len(fire) - 1
+            fire = fire[:1]
+    job_ids: list[str] = []
+    if fire:
+        planned = [(t, new_job_id()) for t in fire]
+        recorded = backend.record_fires(session, verbs.RecordFiresParams(
+            schedule=row.name, fires=[verbs.FireRecord(fire_at=t, job_id=j) for t, j in planned]))
+        if len(recorded) < len(planned):  # only possible if next_at was moved back by hand
+            logger.warning("schedule %s: %d fire time(s) had fired already; not fired again", row.name,
+                           len(planned) - len(recorded))
+        fire = [t for t, _ in planned if t in recorded]
+        job_ids = [j for t, j in planned if t in recorded]
+        jobs = [NewJob(id=j, kind=row.kind, payload=row.payload, priority=row.priority) for j in job_ids]
+        if jobs:
+            backend.insert_jobs(session, InsertParams(jobs=jobs, notify_channel=notify))
+    moved = backend.advance_schedule(session, verbs.AdvanceParams(
+        name=row.name, due=row.next_at, next_at=next_at, last_at=fire[-1] if fire else None,
+        last_job=job_ids[-1] if job_ids else None, fired=len(fire), skipped=skipped))
+    if not moved:
+        raise ScheduleMoved(f"schedule {row.name!r} moved on while it was being fired")
+    return Fired(row.name, list(zip(fire, job_ids, strict=True)), skipped)
+
+
+def _sessions(engine: sa.Engine) -> Callable[[], Session]:
+    bind = engine.execution_options(isolation_level=ISOLATION)
+    return lambda: Session(bind, expire_on_commit=False)
+
+
+def _channel(queue: Queue) -> str | None:
+    return queue.models.names.channel if queue.notify else None
+
+
+def fire_due(queue: Queue, engine: sa.Engine) -> list[Fired]:
+    """Fire every schedule of ``queue`` due now, one transaction each; returns what each did.
+
+    A fire that fails is rolled back, logged with the reason and left due
+    for the next pass; the others go on.  Transient database errors (the
+    server gone) are raised for the caller to back off.
+    """
+    backend, sessions, notify = backend_for(queue.models), _sessions(engine), _channel(queue)
+    results: list[Fired] = []
+    passed: list[str] = []
+    while True:
+        name = "?"
+        try:
+            with sessions() as session, session.begin():
+                due = backend.lock_due_schedule(session, verbs.LockDueParams(exclude=passed))
+                if due is None:
+                    return results
+                name = due.row.name
+                result = _fire_locked(backend, session, due, notify)
+        except SQLAlchemyError as exc:
+            if is_transient(exc):
+                raise
+            logger.error("schedule %s: the fire could not be inserted: %s", name, str(exc).splitlines()[0])
+            result = Fired(name, deferred=True)
+        except ScheduleMoved as exc:
+            logger.warning("%s; it stays due", exc)
+            result = Fired(name, deferred=True)
+        if result.deferred:
+            passed.append(result.name)
+        results.append(result)
+
+
+def run_now(queue: Queue, engine: sa.Engine, name: str) -> str:
+    """Fire schedule ``name`` once now, outside its timing and policies; returns the job id.
+
+    The job, its ``_fires`` row (fire time: the database clock now) and the
+    schedule's last-job columns commit together; the next fire time does not
+    move.  ``VenturiError`` if there is no live schedule of that name.
+    """
+    backend, sessions = backend_for(queue.models), _sessions(engine)
+    with sessions() as session, session.begin():
+        due = backend.lock_due_schedule(session, verbs.LockDueParams(name=name))
+        if due is None or due.row.removed_at is not None:
+            raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
+        row, job_id = due.row, new_job_id()
+        if not backend.record_fires(session, verbs.RecordFiresParams(
+                schedule=name, fires=[verbs.FireRecord(fire_at=due.now, job_id=job_id)])):
+            raise VenturiError(f"schedule {name!r} fired at this very instant already; run it again")
+        backend.insert_jobs(session, InsertParams(
+            jobs=[NewJob(id=job_id, kind=row.kind, payload=row.payload, priority=row.priority)],
+            notify_channel=_channel(queue)))
+        backend.advance_schedule(session, verbs.AdvanceParams(
+            name=name, due=None, next_at=None, last_at=due.now, last_job=job_id, fired=1, skipped=0))
+    return job_id
+
+
+def seconds_until_due(queue: Queue, engine: sa.Engine) -> float | None:
+    """Seconds (database clock) until the soonest live schedule is due, or None if there is none."""
+    with _sessions(engine)() as session, session.begin():
+        return backend_for(queue.models).seconds_until_schedule(session)
+
+
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+class Firer(threading.Thread):
+    """A worker's firing thread: reconcile at start, then fire due schedules until ``stopping``.
+
+    It sleeps until the soonest next fire time (read on the database clock,
+    at most ``poll_interval``; :data:`DEFER_POLL` while a schedule waits for
+    its previous job).  ``on_event`` gets ``schedule_fired`` and
+    ``schedule_skipped`` with ``{"queue", "schedule", "count"}``.  A queue
+    declaring no schedules is reconciled (its stored schedules are marked
+    removed) and the thread ends.
+    """
+
+    def __init__(self, queue: Queue, engine: sa.Engine, stopping: threading.Event, *,
+                 poll_interval: float = 5.0, on_event: EventHook | None = None) -> None:
+        super().__init__(name=f"venturi-firer-{queue.prefix}", daemon=True)
+        self.queue = queue
+        self.engine = engine
+        self.stopping = stopping
+        self.poll_interval = poll_interval
+        self.on_event = on_event
+        self.passes = 0
+
+    def run(self) -> None:
+        from venturi_sa.periodic.reconcile import reconcile
+
+        delay = 0.25
+        while not self.stopping.is_set():
+            try:
+                reconcile(self.queue, self.engine)
+                break
+            except SQLAlchemyError as exc:
+                logger.error("schedules of queue %s could not be reconciled: %s", self.queue.prefix,
+                             str(exc).splitlines()[0])
+            self.stopping.wait(delay)
+            delay = min(delay * 2, self.poll_interval)
+        if not self.queue.schedules:
+            return
+        while not self.stopping.is_set():
+            self.stopping.wait(self._pass())
+
+    def _pass(self) -> float:
+        """One firing pass; returns how long to sleep."""
+        try:
+            results = fire_due(self.queue, self.engine)
+            for result in results:
+                self._report(result)
+            soonest = seconds_until_due(self.queue, self.engine)
+        except SQLAlchemyError as exc:
+            logger.error("schedules could not be fired (%s); trying again", str(exc).splitlines()[0])
+            return self.poll_interval
+        finally:
+            self.passes += 1
+        if soonest is None:
+            return self.poll_interval
+        if soonest <= 0:  # still due: more to catch up (go on), or deferred, failed or held by another worker
+            return 0.005 if any(r.fires or r.skipped for r in results) else DEFER_POLL
+        return max(0.005, min(self.poll_interval, soonest))
+
+    def _report(self, result: Fired) -> None:
+        for event, count in (("schedule_fired", len(result.fires)), ("schedule_skipped", result.skipped)):
+            if count and self.on_event is not None:
+                try:
+                    self.on_event(event, {"queue": self.queue.prefix, "schedule": result.name, "count": count})
+                except Exception:  # noqa: BLE001 - a broken hook must not stop firing
+                    logger.exception("on_event hook failed")
+        if result.skipped:
+            logger.info("schedule %s: skipped %d fire time(s) by its catch-up/overlap policy", result.name,
+                        result.skipped)
+
+
+__all__ = ["DEFER_POLL", "Fired", "Firer", "ScheduleMoved", "fire_due", "run_now", "seconds_until_due"]
