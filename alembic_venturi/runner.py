@@ -29,8 +29,8 @@ from alembic_venturi.bodies import CONNECTION_ATTRIBUTE, PREFIX_ATTRIBUTE
 from venturi_sa.errors import SchemaNotMigrated, VenturiError
 from venturi_sa.prefix import Names
 
-HEAD = "v3"
-REVISIONS: tuple[str, ...] = ("v1", "v2", "v3")
+HEAD = "v5"
+REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
@@ -174,7 +174,7 @@ def _reading(connection: Connection) -> Iterator[None]:
 
 def _head_shape_gaps(connection: Connection, names: Names) -> tuple[list[str], list[str]]:
     """Head table and index names absent from, and removed ones present in, the visible schema."""
-    wanted = [names.jobs, names.journal, *(names.index(s) for s in HEAD_INDEXES)]
+    wanted = [names.jobs, names.journal, names.pauses, names.cancels, *(names.index(s) for s in HEAD_INDEXES)]
     unwanted = [names.index(s) for s in PRE_HEAD_INDEXES]
     found = set(connection.execute(
         sa.text("SELECT relname FROM pg_class WHERE relname = ANY(:names) "

@@ -1,4 +1,7 @@
-"""Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``.
+"""Mapped classes for one queue prefix: ``<prefix>_jobs``, ``<prefix>_journal`` and the control tables.
+
+``<prefix>_pauses`` and ``<prefix>_cancels`` (migration v5) hold runtime
+control state: paused kinds and cancel requests for running jobs.
 
 The tables describe the seed DDL exactly on PostgreSQL.  The JSON columns
 are ``JSON`` with a ``JSONB`` variant for PostgreSQL (and the journal id an
@@ -111,6 +114,45 @@ class JournalEntryBase:
         return f"<JournalEntry {self.job_id} run {self.run_no} {self.outcome}>"
 
 
+class PauseBase:
+    """Columns of every prefix's ``Pause`` class: one pause of a kind (``'*'`` = every kind)."""
+
+    __venturi_prefix__: str
+    id: Mapped[int]
+    kind: Mapped[str]
+    reason: Mapped[str | None]
+    actor: Mapped[str]
+    paused_at: Mapped[datetime]
+    resume_at: Mapped[datetime | None]
+    resumed_at: Mapped[datetime | None]
+    resumed_by: Mapped[str | None]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<Pause {self.kind} by {self.actor}>"
+
+
+class CancelRequestBase:
+    """Columns of every prefix's ``CancelRequest`` class: a durable cancel of a claimed job."""
+
+    __venturi_prefix__: str
+    job_id: Mapped[str]
+    run_no: Mapped[int]
+    actor: Mapped[str]
+    note: Mapped[str | None]
+    created_at: Mapped[datetime]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<CancelRequest {self.job_id} run {self.run_no} by {self.actor}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -118,6 +160,8 @@ class Models:
     prefix: str
     Job: type[JobBase]
     JournalEntry: type[JournalEntryBase]
+    Pause: type[PauseBase]
+    CancelRequest: type[CancelRequestBase]
 
     @property
     def names(self) -> Names:
@@ -130,6 +174,19 @@ class Models:
     @property
     def journal_table(self) -> sa.Table:
         return cast(sa.Table, self.JournalEntry.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def pauses_table(self) -> sa.Table:
+        return cast(sa.Table, self.Pause.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def cancels_table(self) -> sa.Table:
+        return cast(sa.Table, self.CancelRequest.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def tables(self) -> tuple[sa.Table, ...]:
+        """Every table of the queue: the two seed tables, then the runtime-control ones."""
+        return (self.jobs_table, self.journal_table, self.pauses_table, self.cancels_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -219,6 +276,56 @@ def _journal_columns() -> dict[str, Any]:
     }
 
 
+def _pauses_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("id", name=conv(n.index("pauses_pkey"))),
+        sa.Index(conv(n.index("pauses_open")), "kind", unique=True,
+                 postgresql_where=sa.text("resumed_at IS NULL"), sqlite_where=sa.text("resumed_at IS NULL")),
+    )
+
+
+def _pauses_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "id": mapped_column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.Identity(always=True)),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "reason": mapped_column(sa.Text, nullable=True),
+        "actor": mapped_column(sa.Text, nullable=False),
+        "paused_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "resume_at": mapped_column(tz, nullable=True),
+        "resumed_at": mapped_column(tz, nullable=True),
+        "resumed_by": mapped_column(sa.Text, nullable=True),
+    }
+
+
+def _cancels_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("job_id", name=conv(n.index("cancels_pkey"))),
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("cancels_job_id_fkey"))),
+    )
+
+
+def _cancels_columns() -> dict[str, Any]:
+    return {
+        "job_id": mapped_column(sa.Text),
+        "run_no": mapped_column(sa.Integer, nullable=False),
+        "actor": mapped_column(sa.Text, nullable=False),
+        "note": mapped_column(sa.Text, nullable=True),
+        "created_at": mapped_column(sa.DateTime(timezone=True), nullable=False, default=sa.func.now()),
+    }
+
+
+def _control_classes(prefix: str, names: Names, base: Any) -> tuple[type[PauseBase], type[CancelRequestBase]]:
+    """The runtime-control tables' classes (migration v5)."""
+    pause_ns: dict[str, Any] = {"__tablename__": names.pauses, "__table_args__": _pauses_args(names),
+                                "__venturi_prefix__": prefix, **_pauses_columns()}
+    cancel_ns: dict[str, Any] = {"__tablename__": names.cancels, "__table_args__": _cancels_args(names),
+                                 "__venturi_prefix__": prefix, **_cancels_columns()}
+    return (type(_class_name(prefix, "Pause"), (PauseBase, base), pause_ns),
+            type(_class_name(prefix, "CancelRequest"), (CancelRequestBase, base), cancel_ns))
+
+
 def _foreign_metadata(base: Any) -> sa.MetaData | None:
     """The ``MetaData`` of a base that is not a SQLAlchemy declarative base (e.g. ``SQLModel``), else None."""
     if isinstance(base, type) and issubclass(base, DeclarativeBase):
@@ -280,6 +387,8 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         "job": relationship(job_cls, viewonly=True),
     }
     journal_cls = type(_class_name(prefix, "JournalEntry"), (JournalEntryBase, base), journal_ns)
-    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls)
+    pause_cls, cancel_cls = _control_classes(prefix, names, base)
+    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Pause=pause_cls,
+                    CancelRequest=cancel_cls)
     registry[prefix] = models
     return models

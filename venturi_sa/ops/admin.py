@@ -30,9 +30,12 @@ _HINTS = {
 
 
 def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
-           note: str | None) -> JobInfo:
-    """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
-    params = AdminParams(job_id=job_id, action=action, note=note)
+           note: str | None, actor: str = "operator") -> JobInfo:
+    """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot.
+
+    The journal note names ``actor`` ("killed by <actor>: <note>").
+    """
+    params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
         result = backend_for(models).admin_apply(session, params)
         if result.job is None:
@@ -45,16 +48,19 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
         return JobInfo(**result.job._mapping)
 
 
-def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+            actor: str = "operator") -> JobInfo:
     """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``."""
-    return _admin(models, engine, job_id, REQUEUE, note)
+    return _admin(models, engine, job_id, REQUEUE, note, actor)
 
 
-def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+            actor: str = "operator") -> JobInfo:
     """``pending`` → ``dead`` with ``finished_at`` set; journaled ``dead``."""
-    return _admin(models, engine, job_id, KILL, note)
+    return _admin(models, engine, job_id, KILL, note, actor)
 
 
-def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+            actor: str = "operator") -> JobInfo:
     """``claimed`` → ``pending``, visible now, claim cleared, no failure counted; journaled ``released``."""
-    return _admin(models, engine, job_id, RELEASE, note)
+    return _admin(models, engine, job_id, RELEASE, note, actor)

@@ -59,6 +59,7 @@ class AdminParams:
     job_id: str
     action: AdminAction
     note: str | None = None
+    actor: str = "operator"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,8 +93,8 @@ def _values(action: AdminAction) -> dict[str, Any]:
     return values
 
 
-def journal_note(action: AdminAction, note: str | None) -> str:
-    head = f"{action.verb} by operator"
+def journal_note(action: AdminAction, note: str | None, actor: str = "operator") -> str:
+    head = f"{action.verb} by {actor}"
     return f"{head}: {note}" if note else head
 
 
@@ -126,5 +127,9 @@ def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[A
         return None
     runner.execute(sa.insert(models.JournalEntry).values(
         job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
-        note=journal_note(action, params.note), attachment=None))
+        note=journal_note(action, params.note, params.actor), attachment=None))
+    if action is REQUEUE:  # a requeued job starts afresh: an old cancel request must not end its next run
+        request = models.CancelRequest
+        runner.execute(sa.delete(request).where(request.job_id == row.id).execution_options(
+            synchronize_session=False))
     return row

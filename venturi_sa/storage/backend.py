@@ -12,7 +12,7 @@ second implementation is held to the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa.models import JobBase, Models
-from venturi_sa.storage import admin, claim, cleanup, enqueue, history, leases, outcomes, stats
+from venturi_sa.storage import admin, claim, cleanup, control, enqueue, history, leases, outcomes, stats
 from venturi_sa.storage.params import (
     ClaimedJob,
     ClaimParams,
@@ -100,6 +100,28 @@ class Backend(Protocol):
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         """Lock the job, apply one operator transition if its status allows, and journal it."""
 
+    # -- runtime control (storage/control.py; the caller's transaction decides) -----------
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any]:
+        """Record a pause of a kind (closing an open one first); in force once committed."""
+
+    def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:
+        """Close a kind's open pause (None if there was none) and NOTIFY the workers."""
+
+    def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
+        """Pause rows, newest first: those in force, or the whole record."""
+
+    def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
+        """Lock the job: a pending one ends dead (journaled), a claimed one gets a durable cancel request."""
+
+    def cancel_candidates(self, runner: Runner, kind: str, limit: int) -> list[str]:
+        """Ids of pending or claimed jobs of a kind, oldest first."""
+
+    def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
+        """Lock the job and, if it is pending, change it and journal the change."""
+
+    def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
+        """The facts ``explain`` turns into reasons (read-only)."""
+
 
 class SqlAlchemyBackend:
     """The SQLAlchemy implementation of :class:`Backend` for one queue's models."""
@@ -163,6 +185,27 @@ class SqlAlchemyBackend:
 
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         return admin.apply(self.models, runner, params)
+
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any]:
+        return control.pause(self.models, runner, params)
+
+    def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:
+        return control.resume(self.models, runner, params)
+
+    def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
+        return control.pauses(self.models, runner, in_force_only=in_force_only)
+
+    def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
+        return control.cancel(self.models, runner, params)
+
+    def cancel_candidates(self, runner: Runner, kind: str, limit: int) -> list[str]:
+        return control.non_terminal_ids(self.models, runner, kind=kind, limit=limit)
+
+    def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
+        return control.edit(self.models, runner, params)
+
+    def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
+        return control.explain_facts(self.models, runner, job_id, activity_window=activity_window)
 
 
 @lru_cache(maxsize=256)

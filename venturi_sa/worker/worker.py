@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -31,9 +31,10 @@ from venturi_sa.binds import is_async_engine, require_worker_engine
 from venturi_sa.errors import InvalidOption
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.params import ClaimedJob, RecoverParams
+from venturi_sa.storage.params import ClaimedJob, Fence, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.batcher import Batcher
+from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
@@ -249,6 +250,10 @@ class Worker:
             run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by this worker; "
                                 "its outcome will not be recorded", run.job.id, run.job.run_count)
 
+    def _cancelled(self, cancels: Mapping[Fence, str]) -> None:
+        for run in self.inflight.find(frozenset(cancels)):
+            deliver_cancel(run, cancels[run.fence])
+
     # -- start and stop ------------------------------------------------------------------------
     def _start(self, listen: bool) -> bool:
         for event in (self._stopping, self._abort, self._halt):
@@ -261,12 +266,14 @@ class Worker:
             self.backend, self._engine, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
             renew_every=max(0.2, min(self._leases.values(), default=DEFAULT_LEASE).total_seconds() / 3),
-            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake)
+            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake,
+            cancelled=self._cancelled)
         self.producer.healthy = keeper.healthy
         executors = Executors(self.concurrency, self.queue.registry, self.inflight,
                               self.completer.persist_in_session, batcher.submit if batcher else None,
                               self._finished)
-        listener = Listener(self.engine, self.models.names.channel, self._wake, self._stopping) if listen else None
+        listener = Listener(self.engine, self.models.names.channel, self._wake, self._stopping,
+                            nudge=keeper.nudge) if listen else None
         self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
