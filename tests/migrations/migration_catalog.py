@@ -70,25 +70,33 @@ def _normalizer(prefix: str) -> Callable[[Any], Any]:
     return normalize
 
 
-def snapshot(bind: sa.Engine | sa.Connection, prefix: str) -> dict[str, Any]:
-    """The catalog of queue ``prefix``'s tables, normalized to the ``{{prefix}}`` token.
+SEED_TABLES = ("jobs", "journal")
+CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
 
-    The ``<prefix>_alembic_version`` table (absent from the seed) is left out.
+
+def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,
+             identity_table: str = "journal") -> dict[str, Any]:
+    """The catalog of queue ``prefix``'s tables ``names`` (default: the seed's), normalized to ``{{prefix}}``.
+
+    Relations are those named after one of the tables (their indexes, the
+    identity sequence), so the tables of later migrations stay out of the
+    seed's catalog; the ``<prefix>_alembic_version`` table is left out.
     """
     norm = _normalizer(prefix)
-    tables = [f"{prefix}_jobs", f"{prefix}_journal"]
+    tables = [f"{prefix}_{name}" for name in names]
+    owned = tuple(f"{TOKEN}_{name}" for name in names)
 
     def rows(conn: sa.Connection, query: sa.TextClause, **params: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(norm(v) for v in row) for row in conn.execute(query, params))
 
     def collect(conn: sa.Connection) -> dict[str, Any]:
         relations = rows(conn, RELATIONS, pattern=prefix.replace("_", "!_") + "!_%")
-        relations = [r for r in relations if not r[0].startswith(f"{TOKEN}_alembic_version")]
+        relations = [r for r in relations if r[0].startswith(owned)]
         return {
             "columns": [tuple(norm(v) for v in row) for row in conn.execute(COLUMNS, {"tables": tables})],
             "constraints": rows(conn, CONSTRAINTS, tables=tables),
             "indexes": rows(conn, INDEXES, tables=tables),
-            "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=tables[1])
+            "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=f"{prefix}_{identity_table}")
             if relations else [],
             "relations": relations,
         }

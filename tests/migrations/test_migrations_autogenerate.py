@@ -134,6 +134,8 @@ def test_autogenerate_creates_the_seed_schema_then_finds_nothing(
 
     assert "op.create_table('shop_jobs'" in first
     assert "op.create_table('shop_journal'" in first
+    assert "op.create_table('shop_pauses'" in first and "op.create_table('shop_cancels'" in first
+    assert "postgresql_where=sa.text('resumed_at IS NULL')" in first
     assert "op.create_table('orders'" in first
     assert "sa.Identity(always=True" in first
     assert "postgresql_where=sa.text(\"status = 'pending'\")" in first
@@ -190,7 +192,7 @@ def test_without_the_filter_the_version_table_would_be_dropped(
 
 def test_compare_metadata_reports_nothing_for_the_mapped_classes(
         engine: sa.Engine, prefix: str, models: Any) -> None:
-    ours = {models.jobs_table.name, models.journal_table.name}
+    ours = {table.name for table in models.tables}
 
     def only_this_queue(name: str | None, type_: str, parent_names: Any) -> bool:
         return type_ != "table" or name in ours
@@ -206,7 +208,8 @@ def test_compare_metadata_reports_nothing_for_the_mapped_classes(
 
 def test_filter_hooks_cover_tables_their_contents_and_the_version_table() -> None:
     venturi = alembic_venturi.exclude_venturi("shop", "billing")
-    for table in ("shop_jobs", "shop_journal", "shop_alembic_version", "billing_jobs"):
+    for table in ("shop_jobs", "shop_journal", "shop_pauses", "shop_cancels", "shop_alembic_version",
+                  "billing_jobs"):
         assert not venturi.include_name(table, "table", {"schema_name": None})
     assert not venturi.include_name("shop_jobs_claim", "index", {"table_name": "shop_jobs"})
     assert venturi.include_name("cron_jobs", "table", {"schema_name": None})

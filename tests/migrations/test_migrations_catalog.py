@@ -103,7 +103,7 @@ def test_offline_sql_range_continues_an_online_migration(
         engine: sa.Engine, prefix: str, seed_catalog: dict[str, Any]) -> None:
     alembic_venturi.upgrade(engine, prefix, "v1")
     script = alembic_venturi.offline_sql(prefix, "v1:head")
-    assert "CREATE TABLE" not in script
+    assert f"CREATE TABLE {prefix}_jobs" not in script and f"CREATE TABLE {prefix}_journal" not in script
     run_sql(engine, script, autocommit=True)
     assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
     assert snapshot(engine, prefix) == seed_catalog
