@@ -210,17 +210,17 @@ class Queue:
                                progress=progress)
 
     def requeue(self, engine: Engine, job_id: str, note: str | None = None, *,
-                   actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
         return admin.requeue(self.models, require_engine(engine, "requeue"), job_id, note, actor)
 
     def kill(self, engine: Engine, job_id: str, note: str | None = None, *,
-                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+             actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``pending`` -> ``dead``; journaled."""
         return admin.kill(self.models, require_engine(engine, "kill"), job_id, note, actor)
 
     def release(self, engine: Engine, job_id: str, note: str | None = None, *,
-                   actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
         return admin.release(self.models, require_engine(engine, "release"), job_id, note, actor)
 
