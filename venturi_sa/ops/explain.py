@@ -3,9 +3,9 @@
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
 so every fact comes from one snapshot) and changes nothing.  Each reason is
 a code plus a sentence: for a pending job any of ``scheduled``,
-``backoff``, ``paused``, ``no_worker`` (no job of its kind was claimed or
-finished within ``activity_window``: a heuristic, since workers keep no
-heartbeat), ``behind`` (eligible jobs a claim takes first) and ``eligible``;
+``backoff``, ``paused``, ``no_worker`` (no job of its kind is claimed now
+or finished within ``activity_window``, and this job's own last run is older:
+a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a claim takes first) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -117,7 +117,9 @@ def _pending(facts: ExplainFacts, window: timedelta) -> list[Reason]:
         until = f" until {pause.resume_at.isoformat()}" if pause.resume_at is not None else " until resumed"
         reasons.append(Reason("paused", f"{what} by {pause.actor} since {pause.paused_at.isoformat()}"
                                         f" ({pause.reason or 'no reason given'}){until}", until=pause.resume_at))
-    if not facts.recent_activity:
+    last = facts.last_entry
+    ran_lately = last is not None and last.run_no > 0 and last.recorded_at > facts.now - window
+    if not facts.recent_activity and not ran_lately:
         reasons.append(Reason("no_worker", f"no job of kind {job.kind!r} was claimed or finished in the last "
                                            f"{window.total_seconds() / 60:g} min: is a worker running this kind?"))
     if facts.ahead:
