@@ -26,8 +26,8 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo, jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
-from venturi_sa.storage import control
 from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import NOTE_LIMIT, Runner
 from venturi_sa.task import Registry, check_priority
@@ -65,7 +65,7 @@ class Cancelled:
 
 def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, actor: str) -> Cancelled:
     """Cancel one job in ``runner``'s transaction (see :func:`cancel`)."""
-    params = control.CancelParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
+    params = CancelParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                   note=check_text(note, "note"))
     result = backend_for(models).cancel(runner, params)
     if result.job is None:
@@ -147,12 +147,13 @@ def pause(models: Models, engine: sa.Engine, kind: str, *, reason: str | None = 
         raise InvalidOption(f"until must be a timezone-aware datetime, got {until!r}")
     if delay is not None and (not isinstance(delay, timedelta) or delay <= timedelta(0)):
         raise InvalidOption(f"delay must be a positive timedelta, got {delay!r}")
-    params = control.PauseParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor,
+    params = PauseParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor,
                                  reason=check_text(reason, "reason"), until=until, delay=delay)
     with short_transaction(models, engine) as session:
-        if until is not None and session.execute(sa.select(sa.func.now())).scalar_one() >= until:
-            raise InvalidOption(f"until {until.isoformat()} is not in the future")
-        return PauseInfo.of(backend_for(models).pause_kind(session, params))
+        row = backend_for(models).pause_kind(session, params)
+        if row is None:
+            raise InvalidOption(f"until {until.isoformat() if until else until} is not in the future")
+        return PauseInfo.of(row)
 
 
 def resume(models: Models, engine: sa.Engine, kind: str, actor: str = DEFAULT_ACTOR) -> PauseInfo:
@@ -161,7 +162,7 @@ def resume(models: Models, engine: sa.Engine, kind: str, actor: str = DEFAULT_AC
     Raises ``InvalidTransition`` if ``kind`` is not paused.
     """
     check_text(kind, "kind", required=True)
-    params = control.ResumeParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor)
+    params = ResumeParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor)
     with short_transaction(models, engine) as session:
         row = backend_for(models).resume_kind(session, params)
         if row is None:
@@ -220,7 +221,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
         if found is None:
             raise job_not_found(models, job_id)
         stored = _stored_payload(registry, found.kind, payload) if payload is not None else None
-        params = control.EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
+        params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,
                                     visible_now=run_now, payload=stored, set_payload=payload is not None,
                                     changes=tuple(changes))

@@ -101,8 +101,8 @@ class Backend(Protocol):
         """Lock the job, apply one operator transition if its status allows, and journal it."""
 
     # -- runtime control (storage/control.py; the caller's transaction decides) -----------
-    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any]:
-        """Record a pause of a kind (closing an open one first); in force once committed."""
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any] | None:
+        """Record a pause of a kind (closing an open one first); None if ``until`` is not in the future."""
 
     def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:
         """Close a kind's open pause (None if there was none) and NOTIFY the workers."""
@@ -186,7 +186,7 @@ class SqlAlchemyBackend:
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         return admin.apply(self.models, runner, params)
 
-    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any]:
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any] | None:
         return control.pause(self.models, runner, params)
 
     def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:

@@ -87,8 +87,13 @@ def _close_open(models: Models, runner: Runner, kind: str, actor: str) -> sa.Row
     ).first()
 
 
-def pause(models: Models, runner: Runner, params: PauseParams) -> sa.Row[Any]:
-    """Record a pause in force from now; a pause already open for the kind is closed first (superseded)."""
+def pause(models: Models, runner: Runner, params: PauseParams) -> sa.Row[Any] | None:
+    """Record a pause in force from now; a pause already open for the kind is closed first (superseded).
+
+    Returns None, writing nothing, if ``until`` is not after the database clock's now.
+    """
+    if params.until is not None and runner.execute(sa.select(sa.func.now() >= params.until)).scalar_one():
+        return None
     _close_open(models, runner, params.kind, params.actor)
     pause = models.Pause
     resume_at: Any = params.until
