@@ -168,7 +168,7 @@ def test_cancel_a_running_async_handler_cancels_its_task(engine: sa.Engine, mode
         assert flags.event(job_id).wait(WAIT)
         queue.cancel(engine, job_id, "async stop")
         events.wait_for("finished", job_id=job_id)
-    assert job_id in flags.async_cancelled
+    wait_until(lambda: job_id in flags.async_cancelled, what="the task's CancelledError")
     assert [(e.outcome, e.note) for e in journal(engine, models, job_id)] == [
         ("dead", "cancelled by operator while running: async stop")]
     assert side_rows(engine, table) == []

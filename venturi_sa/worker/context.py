@@ -155,6 +155,11 @@ class JobContext:
         """Block up to ``timeout`` seconds for a cancel of this run; True if it came (a cancellable sleep)."""
         return self._cancel.event.wait(timeout)
 
+    @property
+    def cancel_state(self) -> CancelState:
+        """The run's cancel state (shared with this claim's reruns), for the worker."""
+        return self._cancel
+
     def mark_cancelled(self, note: str) -> bool:
         """Record a cancel (from the lease keeper's thread); False if it was recorded already."""
         return self._cancel.mark(note)

@@ -26,7 +26,7 @@ from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
-from venturi_sa.worker.cancel import apply_cancel
+from venturi_sa.worker.cancel import apply_cancel, time_limit
 from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
@@ -243,10 +243,11 @@ def process(run: Run, registry: Registry) -> Any:
         with running(run.job):
             params = prepare(run, registry)
             if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
-                result = execute(run)
+                with time_limit(run):
+                    result = execute(run)
                 params = classify(run, result)
             run.params = params
-            apply_cancel(run)  # a cancel delivered meanwhile decides the outcome (runtime control)
+            apply_cancel(run, failure)  # a cancel or time limit meanwhile decides the outcome
     except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
         logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
         run.failed = True
