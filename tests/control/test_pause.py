@@ -6,10 +6,12 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import control_app
 import pytest
 import sqlalchemy as sa
+from control_kit import side
 from marshmallow import Schema, fields
-from queue_kit import drain, running
+from queue_kit import drain, running, wait_until
 from worker_kit import WAIT, Events, enqueue, job_row
 
 from venturi_sa import JobContext, Queue, Task, Worker
@@ -127,10 +129,6 @@ def test_pause_input_is_checked_before_anything_is_written(engine: sa.Engine, mo
 def test_a_pause_holds_across_worker_process_restarts(engine: sa.Engine, models: Any, prefix: str,
                                                       procs: Any) -> None:
     """Each worker process runs a claim round (it completes a ``mark`` job) yet leaves ``hold`` alone."""
-    from control_kit import side
-
-    import control_app
-
     queue = control_app.build_queue(prefix, engine)
     queue.pause(engine, "hold", reason="bad deploy", actor="ops")
     [held] = enqueue(engine, queue, queue.registry.get("hold")())
@@ -149,7 +147,4 @@ def test_a_pause_holds_across_worker_process_restarts(engine: sa.Engine, models:
 
 
 def wait_for_rows(engine: sa.Engine, prefix: str, job_id: str, table: str = "side") -> None:
-    from control_kit import side
-    from queue_kit import wait_until
-
     wait_until(lambda: side(engine, prefix, table, job_id), what=f"a {table} row of {job_id}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import control_app
 import pytest
 import sqlalchemy as sa
 from control_kit import side
 from queue_kit import wait_until
 from worker_kit import enqueue, job_row, journal
-
-import control_app
 
 pytestmark = pytest.mark.timeout(90)
 
