@@ -3,7 +3,7 @@
 One throwaway PostgreSQL, one queue (prefix ``bench``) with ``--pending`` jobs
 of four kinds and three open pause rows for other kinds (so the claim's
 paused-kind filter has rows to read).  Then, interleaved sample by sample so
-both variants see the same server state:
+every variant sees the same server state (in a shuffled order):
 
 * **claim**: venturi's claim of 100 jobs (rolled back after each sample) with
   the paused-kind filter (v5) and without it (the v3 statement, built by
@@ -17,6 +17,7 @@ Prints the medians and the ratio v5 / v3.  ``python bench/controlcost.py [--samp
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -109,8 +110,10 @@ def main() -> None:
                 "renew v3 again": (v3_renew, renew_binds)}  # an A/A pair: the noise floor
         results: dict[str, list[float]] = {name: [] for name in runs}
         order = list(runs)
-        for i in range(args.samples):
-            for name in order if i % 2 else reversed(order):  # alternate which variant goes first
+        shuffle = random.Random(15).shuffle
+        for _ in range(args.samples):
+            shuffle(order)  # no variant always follows another (a claim's rollback leaves work behind)
+            for name in order:
                 stmt, binds = runs[name]
                 results[name].append(_timed(engine, lambda c, s=stmt, b=binds: c.execute(s, b).all()))
         medians = {name: statistics.median(values) * 1000 for name, values in results.items()}

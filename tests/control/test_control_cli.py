@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from test_cli import as_json, db, fails, ok, run  # noqa: F401 - fixtures and checks of the CLI tier
+from cli_kit import fails, ok, plain_url
+from cli_kit import invoke as run
+from click.testing import Result
 from worker_kit import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def db(pg_url: str, prefix: str, models: Any) -> list[str]:
+    """``--dsn``/``--prefix`` arguments for this test's migrated queue."""
+    return ["--dsn", plain_url(pg_url), "--prefix", prefix]
+
+
+def as_json(result: Result) -> Any:
+    return json.loads(ok(result).stdout)
 
 
 class Plain(Task):
@@ -21,7 +34,7 @@ class Plain(Task):
         pass
 
 
-def test_cancel_why_edit_and_retry_now(run, db: list[str], engine: sa.Engine, models: Any) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+def test_cancel_why_edit_and_retry_now(db: list[str], engine: sa.Engine, models: Any) -> None:
     queue = Queue(models, [Plain])
     a, b = enqueue(engine, queue, Plain(), Plain())
     env = {"VENTURI_ACTOR": "carol"}
@@ -41,7 +54,7 @@ def test_cancel_why_edit_and_retry_now(run, db: list[str], engine: sa.Engine, mo
     assert [c["job_id"] for c in data["cancelled"]] == [b]
 
 
-def test_pause_resume_and_list(run, db: list[str]) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+def test_pause_resume_and_list(db: list[str]) -> None:
     env = {"VENTURI_ACTOR": "dave"}
     text = ok(run("pause", *db, "mail", "--reason", "smtp outage", "--for", "30m", env=env)).stdout
     assert text.startswith("mail: paused by dave") and "smtp outage" in text
