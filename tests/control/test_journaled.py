@@ -20,11 +20,12 @@ class Plain(Task):
         pass
 
 
-def claim(engine: sa.Engine, models: Any, job_id: str) -> None:
+def claim(engine: sa.Engine, models: Any, job_id: str, lease: str = "1 minute") -> None:
+    """Mark the job claimed by another worker, its lease ending ``lease`` from now (negative: expired)."""
     with engine.begin() as conn:
         conn.execute(sa.update(models.jobs_table).where(models.jobs_table.c.id == job_id).values(
-            status="claimed", claimed_by="gone-host:1", run_count=models.jobs_table.c.run_count + 1,
-            claim_expires_at=sa.func.now()))
+            status="claimed", claimed_by="other-host:1", run_count=models.jobs_table.c.run_count + 1,
+            claim_expires_at=sa.func.now() + sa.cast(lease, sa.Interval)))
 
 
 def test_every_admin_action_names_its_actor(engine: sa.Engine, models: Any) -> None:
@@ -63,3 +64,14 @@ def test_a_requeued_job_forgets_an_old_cancel_request(engine: sa.Engine, models:
     queue.requeue(engine, job_id)
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(models.cancels_table)).scalar_one() == 0
+
+
+def test_cancel_of_a_claim_whose_lease_expired_ends_it_now(engine: sa.Engine, models: Any) -> None:
+    """Its worker is gone: no renewal would ever read a request, so the job ends dead at once."""
+    queue = Queue(models, [Plain])
+    [job_id] = enqueue(engine, queue, Plain())
+    claim(engine, models, job_id, lease="-1 second")
+    done = queue.cancel(engine, job_id, "host gone", actor="ops")
+    assert (done.result, done.status) == ("cancelled", "dead")
+    assert [(e.outcome, e.note) for e in journal(engine, models, job_id)] == [
+        ("dead", "cancelled by ops: host gone (lease expired)")]

@@ -159,6 +159,9 @@ def cancel_note(actor: str, note: str | None, running: bool = False) -> str:
 def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult:
     """Lock the job; a pending one ends ``dead`` now (journaled), a claimed one gets a durable cancel request.
 
+    A claimed job whose lease has expired (its worker is gone) ends ``dead``
+    now too: a late outcome of that worker finds its fence broken.
+
     The request (the first one wins; later ones change nothing) is read by
     the holding worker's next lease renewal; a ``NOTIFY`` sent on commit
     asks listening workers to renew at once.  A terminal job is left as it is.
@@ -167,9 +170,13 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     if current is None:
         return CancelResult(job=None)
     if current.status == Status.PENDING.value:
-        return CancelResult(job=_cancel_pending(models, runner, params) or current, done=True)
+        return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
     if current.status != Status.CLAIMED.value:
         return CancelResult(job=current)
+    if runner.execute(sa.select(sa.func.now() > current.claim_expires_at)).scalar_one():
+        # Its worker is gone (the lease expired unrenewed): end it now; a late write is fenced out.
+        return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
+                            done=True)
     runner.execute(
         postgresql.insert(models.CancelRequest)
         .values(job_id=current.id, run_no=current.run_count, actor=params.actor, note=params.note,
@@ -180,17 +187,20 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     return CancelResult(job=current, requested=True)
 
 
-def _cancel_pending(models: Models, runner: Runner, params: CancelParams) -> sa.Row[Any] | None:
+def _end_now(models: Models, runner: Runner, params: CancelParams, status: Status,
+             why: str | None = None) -> sa.Row[Any] | None:
+    """``status`` -> ``dead`` now, journaled ``dead`` with the cancel note; None if the status guard failed."""
     job = models.Job
     row = runner.execute(
-        sa.update(job).where(job.id == params.job_id, job.status == Status.PENDING.value)
+        sa.update(job).where(job.id == params.job_id, job.status == status.value)
         .values(status=Status.DEAD.value, finished_at=sa.func.clock_timestamp(), claimed_by=None,
                 claim_expires_at=None)
         .returning(*job_columns(models))
         .execution_options(synchronize_session=False)
     ).first()
     if row is not None:
-        _journal(models, runner, row, Outcome.DEAD, cancel_note(params.actor, params.note))
+        note = cancel_note(params.actor, params.note)
+        _journal(models, runner, row, Outcome.DEAD, f"{note} ({why})" if why else note)
     return row
 
 

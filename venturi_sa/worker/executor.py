@@ -128,7 +128,7 @@ def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
     """
     future = worker_loop().submit(_in_run(run, coro))
     run.cancel = future.cancel
-    if run.released:  # released at shutdown before ``run.cancel`` was there to be called
+    if run.released or run.ctx.cancelled:  # released or cancelled before ``run.cancel`` was there
         future.cancel()
     try:
         return future.result()
