@@ -6,10 +6,11 @@ listener reconnect), sooner when a ``NOTIFY`` with
 :data:`~venturi_sa.storage.control.CANCEL_PAYLOAD` makes the lease keeper
 renew at once.  Delivery sets the run's :class:`CancelState` (what
 ``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
-the run ends, whatever the handler returned, :func:`cancelled_outcome`
-replaces its outcome: ``dead`` with the cancel note, its ``ctx.session`` work
-rolled back.  A run that already handed its outcome on keeps it: the fenced
-write decides, so exactly one outcome is recorded.
+the run ends, whatever the handler returned, :func:`apply_cancel` replaces
+its outcome: ``dead`` with the cancel note (a retryable failure for a time
+limit, :func:`time_limit`), its ``ctx.session`` work rolled back.  A run
+that already handed its outcome on keeps it: the fenced write decides, so
+exactly one outcome is recorded.
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ from typing import TYPE_CHECKING
 
 from venturi_sa.errors import JobCancelled
 from venturi_sa.states import Outcome
-from venturi_sa.storage.params import NOTE_LIMIT, FinishParams
+from venturi_sa.storage.params import FinishParams
 
 if TYPE_CHECKING:
     from venturi_sa.worker.run import Run
-
-
-def note_text(note: str) -> str:
-    return note if len(note) <= NOTE_LIMIT else note[: NOTE_LIMIT - 3] + "..."
 
 
 _MARK = threading.Lock()
@@ -56,12 +53,13 @@ class CancelState:
             raise JobCancelled(self.note or "cancelled")
 
 
-def apply_cancel(run: Run, failure: Callable[[Run, str], FinishParams]) -> bool:
+def apply_cancel(run: Run, failure: Callable[[Run, str], FinishParams], note_text: Callable[[str], str]) -> bool:
     """If the run was cancelled, replace its outcome and roll its ``ctx.session`` work back.
 
     An operator's cancel ends it ``dead`` with the cancel note (no failure
     counted); a time limit makes it ``failure(run, note)``, a retryable
-    failure.  Returns whether the run was cancelled.
+    failure; ``note_text`` makes the note storable.  Returns whether the run
+    was cancelled.
     """
     state = run.ctx.cancel_state
     if not state.event.is_set():

@@ -247,7 +247,7 @@ def process(run: Run, registry: Registry) -> Any:
                     result = execute(run)
                 params = classify(run, result)
             run.params = params
-            apply_cancel(run, failure)  # a cancel or time limit meanwhile decides the outcome
+            apply_cancel(run, failure, note_text)  # a cancel or time limit meanwhile decides the outcome
     except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
         logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
         run.failed = True
