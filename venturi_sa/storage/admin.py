@@ -54,12 +54,15 @@ RELEASE = AdminAction(name="release", verb="released", from_status=Status.CLAIME
 
 @dataclass(frozen=True, kw_only=True)
 class AdminParams:
-    """Apply ``action`` to one job; ``note`` is the operator's, appended to the journal note."""
+    """Apply ``action`` to one job; ``note`` is the operator's, appended to the journal note.
+
+    ``actor`` names who acted (e.g. ``"alice via web"``); None journals it as ``operator``.
+    """
 
     job_id: str
     action: AdminAction
     note: str | None = None
-    actor: str = "operator"
+    actor: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +96,8 @@ def _values(action: AdminAction) -> dict[str, Any]:
     return values
 
 
-def journal_note(action: AdminAction, note: str | None, actor: str = "operator") -> str:
-    head = f"{action.verb} by {actor}"
+def journal_note(action: AdminAction, note: str | None, actor: str | None = None) -> str:
+    head = f"{action.verb} by {actor or 'operator'}"
     return f"{head}: {note}" if note else head
 
 
