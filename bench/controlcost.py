@@ -7,7 +7,7 @@ every variant sees the same server state (in a shuffled order):
 
 * **claim**: venturi's claim of 100 jobs (rolled back after each sample) with
   the paused-kind filter (v5) and without it (the v3 statement, built by
-  swapping ``storage.control.unpaused`` for ``true``);
+  swapping ``storage.control.claimable_kinds`` for ``true``);
 * **renewal**: the renewal of 100 held claims with the cancel-request join
   (v5) and without it (the v3 statement, rebuilt here).
 
@@ -86,11 +86,11 @@ def main() -> None:
         params = ClaimParams(worker_id="bench", kinds=list(KINDS), limit=100,
                              leases={k: timedelta(seconds=60) for k in KINDS}, default_lease=timedelta(seconds=60))
         v5_claim = claims.claim_statement(models, params)
-        original = control.unpaused
-        claims.unpaused = lambda m: sa.true()  # type: ignore[attr-defined,assignment]
+        original = control.claimable_kinds
+        claims.claimable_kinds = lambda m, kinds: sa.true()  # type: ignore[attr-defined]
         claims._STATEMENTS.clear()
         v3_claim = claims.claim_statement(models, params)
-        claims.unpaused = original  # type: ignore[attr-defined]
+        claims.claimable_kinds = original  # type: ignore[attr-defined]
         claim_binds = {"limit": 100, "worker_id": "bench"}
 
         with engine.begin() as conn:  # 100 claims to renew, held by "bench"
