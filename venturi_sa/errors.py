@@ -73,3 +73,11 @@ class JobCancelled(VenturiError):
     the cancel note, or a retryable timeout failure) and its ``ctx.session``
     work is rolled back.
     """
+
+
+class LeaseLost(VenturiError):
+    """This run no longer holds its job's claim (recovered, released or reclaimed elsewhere).
+
+    Raised by ``ctx.checkpoint()`` when its fenced write found no row: nothing
+    was written, and nothing else of the run will be committed.
+    """

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from venturi_sa.cli.connect import opened
 from venturi_sa.cli.failures import CliError
 from venturi_sa.cli.main import cli
-from venturi_sa.cli.options import dsn_option, prefix_option
+from venturi_sa.cli.options import app_option, dsn_option, prefix_option
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -92,6 +92,7 @@ def _shown(host: str) -> str:
 
 
 @cli.command()
+@app_option
 @dsn_option
 @prefix_option
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind to.")

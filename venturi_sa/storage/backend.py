@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.storage import (
     admin,
+    checkpoint,
     claim,
     cleanup,
     control,
@@ -69,6 +70,9 @@ class Backend(Protocol):
 
     def ping(self, runner: Runner) -> None:
         """One round trip: raises if the database cannot be reached."""
+
+    def checkpoint(self, runner: Runner, params: checkpoint.CheckpointParams) -> bool:
+        """Save a running job's carry if its run still holds the claim (fenced); True if written."""
 
     # -- enqueue (the caller's session) -----------------------------------------------
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
@@ -179,6 +183,9 @@ class SqlAlchemyBackend:
 
     def ping(self, runner: Runner) -> None:
         runner.execute(sa.select(sa.literal(1)))
+
+    def checkpoint(self, runner: Runner, params: checkpoint.CheckpointParams) -> bool:
+        return checkpoint.write_checkpoint(self.models, runner, params)
 
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
         return enqueue.insert_jobs(self.models, session, params)
