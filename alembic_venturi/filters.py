@@ -65,14 +65,16 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     """Hooks that leave the queues named by ``prefixes`` to venturi's own migrations.
 
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
-    ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules`` and
-    ``<prefix>_fires`` tables with everything in them, and the ``<prefix>_alembic_version`` table; a project table that
-    merely ends in ``_jobs`` is still the project's.
+    ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
+    ``<prefix>_fires``, ``<prefix>_pauses`` and ``<prefix>_cancels`` tables
+    with everything in them, and the ``<prefix>_alembic_version`` table; a
+    project table that merely ends in ``_jobs`` is still the project's.
     """
     if not prefixes:
         raise ValueError("exclude_venturi() needs at least one queue prefix, e.g. exclude_venturi('shop')")
     tables: set[str] = set()
     for prefix in prefixes:
         names = Names(prefix)
-        tables.update((names.jobs, names.journal, names.schedules, names.fires, names.version_table))
+        tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
+                       names.version_table))
     return VenturiFilter(frozenset(tables))

@@ -66,6 +66,15 @@ class AsyncDriverMissing(VenturiError, RuntimeError):
     """An async database driver is needed (``ctx.session_async``, an async sibling engine) but none is installed."""
 
 
+class JobCancelled(VenturiError):
+    """Raised by ``ctx.raise_if_cancelled()`` in a run an operator cancelled (or that timed out).
+
+    Let it propagate: the run then ends as its cancel decided (``dead`` with
+    the cancel note, or a retryable timeout failure) and its ``ctx.session``
+    work is rolled back.
+    """
+
+
 class LeaseLost(VenturiError):
     """This run no longer holds its job's claim (recovered, released or reclaimed elsewhere).
 

@@ -1,5 +1,8 @@
-"""Mapped classes for one queue prefix: ``<prefix>_jobs`` and ``<prefix>_journal``,
-and the periodic-job tables ``<prefix>_schedules`` and ``<prefix>_fires``.
+"""Mapped classes for one queue prefix: ``<prefix>_jobs``, ``<prefix>_journal`` and the feature tables.
+
+``<prefix>_schedules`` and ``<prefix>_fires`` (migration v4) hold periodic
+jobs; ``<prefix>_pauses`` and ``<prefix>_cancels`` (migration v5) hold
+runtime control state: paused kinds and cancel requests for running jobs.
 
 The tables describe the seed DDL exactly on PostgreSQL.  The JSON columns
 are ``JSON`` with a ``JSONB`` variant for PostgreSQL (and the journal id an
@@ -138,6 +141,27 @@ class ScheduleRowBase:
         def __init__(self, **columns: Any) -> None: ...
 
 
+class PauseBase:
+    """Columns of every prefix's ``Pause`` class: one pause of a kind (``'*'`` = every kind)."""
+
+    __venturi_prefix__: str
+    id: Mapped[int]
+    kind: Mapped[str]
+    reason: Mapped[str | None]
+    actor: Mapped[str]
+    paused_at: Mapped[datetime]
+    resume_at: Mapped[datetime | None]
+    resumed_at: Mapped[datetime | None]
+    resumed_by: Mapped[str | None]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<Pause {self.kind} by {self.actor}>"
+
+
 class FireRowBase:
     """Columns of every prefix's ``Fire`` class: one fired (schedule, fire time) (typing aid)."""
 
@@ -152,6 +176,24 @@ class FireRowBase:
         def __init__(self, **columns: Any) -> None: ...
 
 
+class CancelRequestBase:
+    """Columns of every prefix's ``CancelRequest`` class: a durable cancel of a claimed job."""
+
+    __venturi_prefix__: str
+    job_id: Mapped[str]
+    run_no: Mapped[int]
+    actor: Mapped[str]
+    note: Mapped[str | None]
+    created_at: Mapped[datetime]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<CancelRequest {self.job_id} run {self.run_no} by {self.actor}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -161,6 +203,8 @@ class Models:
     JournalEntry: type[JournalEntryBase]
     Schedule: type[ScheduleRowBase]
     Fire: type[FireRowBase]
+    Pause: type[PauseBase]
+    CancelRequest: type[CancelRequestBase]
 
     @property
     def names(self) -> Names:
@@ -181,6 +225,20 @@ class Models:
     @property
     def fires_table(self) -> sa.Table:
         return cast(sa.Table, self.Fire.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def pauses_table(self) -> sa.Table:
+        return cast(sa.Table, self.Pause.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def cancels_table(self) -> sa.Table:
+        return cast(sa.Table, self.CancelRequest.__table__)  # type: ignore[attr-defined]
+
+    @property
+    def tables(self) -> tuple[sa.Table, ...]:
+        """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
+        return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
+                self.cancels_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -322,6 +380,56 @@ def _fire_columns() -> dict[str, Any]:
     }
 
 
+def _pauses_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("id", name=conv(n.index("pauses_pkey"))),
+        sa.Index(conv(n.index("pauses_open")), "kind", unique=True,
+                 postgresql_where=sa.text("resumed_at IS NULL"), sqlite_where=sa.text("resumed_at IS NULL")),
+    )
+
+
+def _pauses_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "id": mapped_column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.Identity(always=True)),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "reason": mapped_column(sa.Text, nullable=True),
+        "actor": mapped_column(sa.Text, nullable=False),
+        "paused_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "resume_at": mapped_column(tz, nullable=True),
+        "resumed_at": mapped_column(tz, nullable=True),
+        "resumed_by": mapped_column(sa.Text, nullable=True),
+    }
+
+
+def _cancels_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("job_id", name=conv(n.index("cancels_pkey"))),
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("cancels_job_id_fkey"))),
+    )
+
+
+def _cancels_columns() -> dict[str, Any]:
+    return {
+        "job_id": mapped_column(sa.Text),
+        "run_no": mapped_column(sa.Integer, nullable=False),
+        "actor": mapped_column(sa.Text, nullable=False),
+        "note": mapped_column(sa.Text, nullable=True),
+        "created_at": mapped_column(sa.DateTime(timezone=True), nullable=False, default=sa.func.now()),
+    }
+
+
+def _control_classes(prefix: str, names: Names, base: Any) -> tuple[type[PauseBase], type[CancelRequestBase]]:
+    """The runtime-control tables' classes (migration v5)."""
+    pause_ns: dict[str, Any] = {"__tablename__": names.pauses, "__table_args__": _pauses_args(names),
+                                "__venturi_prefix__": prefix, **_pauses_columns()}
+    cancel_ns: dict[str, Any] = {"__tablename__": names.cancels, "__table_args__": _cancels_args(names),
+                                 "__venturi_prefix__": prefix, **_cancels_columns()}
+    return (type(_class_name(prefix, "Pause"), (PauseBase, base), pause_ns),
+            type(_class_name(prefix, "CancelRequest"), (CancelRequestBase, base), cancel_ns))
+
+
 def _foreign_metadata(base: Any) -> sa.MetaData | None:
     """The ``MetaData`` of a base that is not a SQLAlchemy declarative base (e.g. ``SQLModel``), else None."""
     if isinstance(base, type) and issubclass(base, DeclarativeBase):
@@ -389,6 +497,8 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
     fire_cls = type(_class_name(prefix, "Fire"), (FireRowBase, base), {
         "__tablename__": names.fires, "__table_args__": _fires_args(names),
         "__venturi_prefix__": prefix, **_fire_columns()})
-    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls)
+    pause_cls, cancel_cls = _control_classes(prefix, names, base)
+    models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
+                    Pause=pause_cls, CancelRequest=cancel_cls)
     registry[prefix] = models
     return models

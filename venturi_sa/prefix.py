@@ -74,6 +74,16 @@ class Names:
         return f"{self.prefix}_fires"
 
     @property
+    def pauses(self) -> str:
+        """Paused kinds, one row per pause (runtime control)."""
+        return f"{self.prefix}_pauses"
+
+    @property
+    def cancels(self) -> str:
+        """Durable cancel requests for claimed jobs (runtime control)."""
+        return f"{self.prefix}_cancels"
+
+    @property
     def version_table(self) -> str:
         """The per-prefix Alembic version table."""
         return f"{self.prefix}_alembic_version"

@@ -24,9 +24,18 @@ from sqlalchemy.util import greenlet_spawn
 
 from venturi_sa import added_jobs
 from venturi_sa import enqueue as enqueueing
-from venturi_sa.binds import require_async_engine, require_async_session, require_engine, require_session
+from venturi_sa.binds import (
+    is_async_session,
+    require_async_engine,
+    require_async_session,
+    require_engine,
+    require_session,
+)
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
+from venturi_sa.ops import control as runtime
+from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.ops.explain import Explanation, explain
 from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
 from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
@@ -224,17 +233,20 @@ class Queue:
                                status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
                                progress=progress)
 
-    def requeue(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
+    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *,
+                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return admin.requeue(self.models, require_engine(engine, "requeue"), job_id, note)
+        return admin.requeue(self.models, require_engine(engine, "requeue"), job_id, note, actor)
 
-    def kill(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
+    def kill(self, engine: Engine, job_id: str, note: str | None = None, *,
+             actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``pending`` -> ``dead``; journaled."""
-        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note)
+        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note, actor)
 
-    def release(self, engine: Engine, job_id: str, note: str | None = None) -> JobInfo:
+    def release(self, engine: Engine, job_id: str, note: str | None = None, *,
+                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
-        return admin.release(self.models, require_engine(engine, "release"), job_id, note)
+        return admin.release(self.models, require_engine(engine, "release"), job_id, note, actor)
 
     # -- the same operations on an AsyncEngine: the sync code above, in a greenlet ------------
 
@@ -293,3 +305,86 @@ class Queue:
     async def release_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
         """:meth:`release` on an ``AsyncEngine``."""
         return await _on_sync_engine(engine, "release_async", lambda e: admin.release(self.models, e, job_id, note))
+
+    # -- runtime control: cancel, pause/resume, edit, explain (venturi_sa/ops/control.py, explain.py) ---------
+
+    def cancel(self, bind: Session | Engine, job_id: str, note: str | None = None, *,
+               actor: str = runtime.DEFAULT_ACTOR) -> Cancelled:
+        """Cancel a job: pending ends ``dead`` now, claimed gets a durable cancel request for its run.
+
+        With a ``Session`` it joins the caller's transaction (never commits);
+        with an ``Engine`` it is its own short transaction.  See
+        :func:`venturi_sa.ops.control.cancel`.
+        """
+        if isinstance(bind, Session):
+            return runtime.cancel(self.models, require_session(bind, "cancel"), job_id, note, actor)
+        return runtime.cancel(self.models, require_engine(bind, "cancel"), job_id, note, actor)
+
+    def cancel_kind(self, engine: Engine, kind: str, note: str | None = None, *,
+                    actor: str = runtime.DEFAULT_ACTOR) -> list[Cancelled]:
+        """Cancel every pending or claimed job of ``kind``, in one transaction."""
+        return runtime.cancel_kind(self.models, require_engine(engine, "cancel_kind"), kind, note, actor)
+
+    def pause(self, engine: Engine, kind: str, *, reason: str | None = None, until: datetime | None = None,
+              delay: timedelta | None = None, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
+        """Pause ``kind`` (``"*"``: every kind) on every worker from commit on; persisted, with its reason."""
+        return runtime.pause(self.models, require_engine(engine, "pause"), kind, reason=reason, until=until,
+                             delay=delay, actor=actor)
+
+    def resume(self, engine: Engine, kind: str, *, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
+        """End ``kind``'s pause now; ``InvalidTransition`` if it is not paused."""
+        return runtime.resume(self.models, require_engine(engine, "resume"), kind, actor)
+
+    def pauses(self, engine: Engine, *, in_force_only: bool = True) -> list[PauseInfo]:
+        """The pauses in force (or the recent record of pauses), newest first."""
+        return runtime.pauses(self.models, require_engine(engine, "pauses"), in_force_only=in_force_only)
+
+    def edit(self, engine: Engine, job_id: str, *, priority: int | None = None, run_at: datetime | None = None,
+             delay: timedelta | None = None, run_now: bool = False, payload: Any = None, note: str | None = None,
+             actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+        """Change a pending job's priority, run time or payload (schema-validated); journaled."""
+        return runtime.edit(self.models, self.registry, require_engine(engine, "edit"), job_id, priority=priority,
+                            run_at=run_at, delay=delay, run_now=run_now, payload=payload, note=note, actor=actor)
+
+    def retry_now(self, engine: Engine, job_id: str, note: str | None = None, *,
+                  actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+        """Make a pending job in backoff (or scheduled) eligible now; journaled."""
+        return runtime.retry_now(self.models, require_engine(engine, "retry_now"), job_id, note, actor)
+
+    def explain(self, engine: Engine, job_id: str) -> Explanation:
+        """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
+        return explain(self.models, require_engine(engine, "explain"), job_id)
+
+    async def cancel_async(self, bind: AsyncSession | AsyncEngine, job_id: str, note: str | None = None, *,
+                           actor: str = runtime.DEFAULT_ACTOR) -> Cancelled:
+        """:meth:`cancel` on an ``AsyncSession`` (its transaction, never committed) or an ``AsyncEngine``."""
+        if is_async_session(bind):
+            session = require_async_session(bind, "cancel_async")
+            return await session.run_sync(lambda s: runtime.cancel_in(self.models, s, job_id, note, actor))
+        engine = require_async_engine(bind, "cancel_async")
+        return await _on_sync_engine(engine, "cancel_async",
+                                     lambda e: runtime.cancel(self.models, e, job_id, note, actor))
+
+    async def pause_async(self, engine: AsyncEngine, kind: str, *, reason: str | None = None,
+                          until: datetime | None = None, delay: timedelta | None = None,
+                          actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
+        """:meth:`pause` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "pause_async", lambda e: runtime.pause(
+            self.models, e, kind, reason=reason, until=until, delay=delay, actor=actor))
+
+    async def resume_async(self, engine: AsyncEngine, kind: str, *, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
+        """:meth:`resume` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "resume_async", lambda e: runtime.resume(self.models, e, kind, actor))
+
+    async def edit_async(self, engine: AsyncEngine, job_id: str, *, priority: int | None = None,
+                         run_at: datetime | None = None, delay: timedelta | None = None, run_now: bool = False,
+                         payload: Any = None, note: str | None = None,
+                         actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
+        """:meth:`edit` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "edit_async", lambda e: runtime.edit(
+            self.models, self.registry, e, job_id, priority=priority, run_at=run_at, delay=delay, run_now=run_now,
+            payload=payload, note=note, actor=actor))
+
+    async def explain_async(self, engine: AsyncEngine, job_id: str) -> Explanation:
+        """:meth:`explain` on an ``AsyncEngine``."""
+        return await _on_sync_engine(engine, "explain_async", lambda e: explain(self.models, e, job_id))

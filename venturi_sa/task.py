@@ -85,6 +85,9 @@ class Task:
     * ``max_failures`` -- the backstop: the failure that reaches it makes the job ``dead``.
     * ``lease`` -- how long a claim lasts without renewal; the worker renews it while running.
     * ``concurrency`` -- per-worker cap on running jobs of this kind (``None``: no cap).
+    * ``timeout`` -- longest a run may take (``None``: no limit); past it the run is
+      cancelled cooperatively (``ctx.cancelled``), an async one's task too, and it
+      ends as a retryable failure (see ``docs/tasks.md``).
     * ``backoff(failure_count)`` -- delay before a retry becomes eligible.
     """
 
@@ -97,6 +100,7 @@ class Task:
     concurrency: ClassVar[int | None] = None
     schedule: ClassVar[str | list[str] | None] = None
     """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
+    timeout: ClassVar[timedelta | None] = None
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
@@ -193,9 +197,11 @@ def _check_policy(cls: type[Task]) -> None:
         raise InvalidOption(f"{cls.__name__}.lease must be a timedelta of at least 1 second")
     if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
+    if cls.timeout is not None and (not isinstance(cls.timeout, timedelta) or cls.timeout <= timedelta(0)):
+        raise InvalidOption(f"{cls.__name__}.timeout must be None or a positive timedelta")
 
 
-POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "backoff", "dedup_key", "schedule")
+POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule")
 """The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
 
 

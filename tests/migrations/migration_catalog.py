@@ -74,19 +74,20 @@ def _normalizer(prefix: str) -> Callable[[Any], Any]:
 
 SEED_TABLES = ("jobs", "journal")
 PERIODIC_TABLES = ("schedules", "fires")  # migration v4
+CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
 
 
-def snapshot(bind: sa.Engine | sa.Connection, prefix: str,
-             suffixes: tuple[str, ...] = SEED_TABLES) -> dict[str, Any]:
-    """The catalog of queue ``prefix``'s tables ``suffixes``, normalized to the ``{{prefix}}`` token.
+def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,
+             identity_table: str = "journal") -> dict[str, Any]:
+    """The catalog of queue ``prefix``'s tables ``names`` (default: the seed's), normalized to ``{{prefix}}``.
 
-    The default is the two seed tables; ``relations`` lists the relations named
-    after those tables (their indexes, the identity sequence).  The
-    ``<prefix>_alembic_version`` table (absent from the seed) is left out.
+    Relations are those named after one of the tables (their indexes, the
+    identity sequence), so the tables of later migrations stay out of the
+    seed's catalog; the ``<prefix>_alembic_version`` table is left out.
     """
     norm = _normalizer(prefix)
-    tables = [f"{prefix}_{suffix}" for suffix in suffixes]
-    owned = tuple(f"{TOKEN}_{suffix}" for suffix in suffixes)
+    tables = [f"{prefix}_{name}" for name in names]
+    owned = tuple(f"{TOKEN}_{name}" for name in names)
 
     def rows(conn: sa.Connection, query: sa.TextClause, **params: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(norm(v) for v in row) for row in conn.execute(query, params))
@@ -98,8 +99,8 @@ def snapshot(bind: sa.Engine | sa.Connection, prefix: str,
             "columns": [tuple(norm(v) for v in row) for row in conn.execute(COLUMNS, {"tables": tables})],
             "constraints": rows(conn, CONSTRAINTS, tables=tables),
             "indexes": rows(conn, INDEXES, tables=tables),
-            "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=tables[1])
-            if relations and suffixes == SEED_TABLES else [],
+            "identity_sequence": rows(conn, IDENTITY_SEQUENCE, journal=f"{prefix}_{identity_table}")
+            if relations and identity_table in names else [],
             "relations": relations,
         }
 

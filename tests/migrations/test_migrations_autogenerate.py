@@ -137,6 +137,8 @@ def test_autogenerate_creates_the_seed_schema_then_finds_nothing(
     assert "op.create_table('shop_journal'" in first
     assert "op.create_table('shop_schedules'" in first and "op.create_table('shop_fires'" in first
     assert "postgresql_where=sa.text('NOT paused AND removed_at IS NULL')" in first
+    assert "op.create_table('shop_pauses'" in first and "op.create_table('shop_cancels'" in first
+    assert "postgresql_where=sa.text('resumed_at IS NULL')" in first
     assert "op.create_table('orders'" in first
     assert "sa.Identity(always=True" in first
     assert "postgresql_where=sa.text(\"status = 'pending'\")" in first
@@ -194,8 +196,7 @@ def test_without_the_filter_the_version_table_would_be_dropped(
 
 def test_compare_metadata_reports_nothing_for_the_mapped_classes(
         engine: sa.Engine, prefix: str, models: Any) -> None:
-    ours = {models.jobs_table.name, models.journal_table.name, models.schedules_table.name,
-            models.fires_table.name}
+    ours = {table.name for table in models.tables}
 
     def only_this_queue(name: str | None, type_: str, parent_names: Any) -> bool:
         return type_ != "table" or name in ours
@@ -211,7 +212,8 @@ def test_compare_metadata_reports_nothing_for_the_mapped_classes(
 
 def test_filter_hooks_cover_tables_their_contents_and_the_version_table() -> None:
     venturi = alembic_venturi.exclude_venturi("shop", "billing")
-    for table in ("shop_jobs", "shop_journal", "shop_schedules", "shop_fires", "shop_alembic_version",
+    for table in ("shop_jobs", "shop_journal", "shop_schedules", "shop_fires", "shop_pauses", "shop_cancels",
+                  "shop_alembic_version",
                   "billing_jobs"):
         assert not venturi.include_name(table, "table", {"schema_name": None})
     assert not venturi.include_name("shop_jobs_claim", "index", {"table_name": "shop_jobs"})

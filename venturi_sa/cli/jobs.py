@@ -14,7 +14,7 @@ import click
 
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
-from venturi_sa.cli.options import queue_options
+from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import emit_json, fields, table
 from venturi_sa.ops.records import JobInfo, JournalInfo
 from venturi_sa.states import STATUSES
@@ -103,12 +103,13 @@ def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
         click.echo(render_job(job, journal))
 
 
-def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None) -> None:
+def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,
+           actor: str = "operator") -> None:
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         before = queue.get_job(engine, job_id).status
         act: Callable[..., JobInfo] = getattr(queue, action)
-        job = act(engine, job_id, note=note)
+        job = act(engine, job_id, note=note, actor=actor)
     if as_json:
         emit_json(job.as_dict())
     else:
@@ -121,29 +122,32 @@ note_option = click.option("--note", "-m", help="Why (recorded in the job's jour
 @jobs.command("retry")
 @queue_options
 @note_option
+@actor_option
 @click.argument("job_id", metavar="ID")
-def retry(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+def retry(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, job_id: str) -> None:
     """Requeue a dead job: back to pending, eligible now, failure count reset."""
-    _admin("requeue", dsn, prefix, as_json, job_id, note)
+    _admin("requeue", dsn, prefix, as_json, job_id, note, actor)
 
 
 @jobs.command("kill")
 @queue_options
 @note_option
+@actor_option
 @click.argument("job_id", metavar="ID")
-def kill(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+def kill(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, job_id: str) -> None:
     """Mark a pending job dead so no worker runs it."""
-    _admin("kill", dsn, prefix, as_json, job_id, note)
+    _admin("kill", dsn, prefix, as_json, job_id, note, actor)
 
 
 @jobs.command("release")
 @queue_options
 @note_option
+@actor_option
 @click.argument("job_id", metavar="ID")
-def release(dsn: str | None, prefix: str, as_json: bool, note: str | None, job_id: str) -> None:
+def release(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, job_id: str) -> None:
     """Put a job stuck in claimed (its worker is known to be gone) back to pending now.
 
     Only for a worker you know is dead: if it is alive, its outcome write
     will be refused (fenced) and its work rolled back.
     """
-    _admin("release", dsn, prefix, as_json, job_id, note)
+    _admin("release", dsn, prefix, as_json, job_id, note, actor)

@@ -46,10 +46,14 @@ def stats(dsn: str | None, prefix: str, as_json: bool) -> None:
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         result = queue.stats(engine)
+        paused = queue.pauses(engine)
     if as_json:
-        emit_json(result.as_dict())
+        emit_json({**result.as_dict(), "paused": [p.as_dict() for p in paused]})
     else:
         click.echo(render_stats(result))
+        for p in paused:
+            until = p.resume_at.isoformat() if p.resume_at else "resumed"
+            click.echo(f"paused: {p.kind} by {p.actor} until {until} ({p.reason or 'no reason'})")
 
 
 class Progress:

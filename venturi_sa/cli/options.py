@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import getpass
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -79,3 +81,19 @@ def json_option(fn: F) -> F:
 def queue_options(fn: F) -> F:
     """``--app``, ``--dsn``, ``--prefix`` and ``--json``, in that order in ``--help``."""
     return app_option(dsn_option(prefix_option(json_option(fn))))
+
+
+def default_actor() -> str:
+    """``user@host``: who runs this command, for the journal."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in this environment
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def actor_option(fn: F) -> F:
+    return click.option(
+        "--actor", envvar="VENTURI_ACTOR", default=default_actor, show_default="user@host",
+        help="Who acts (recorded in the journal or the pause record)  [env: VENTURI_ACTOR]",
+    )(fn)

@@ -131,4 +131,8 @@ def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[A
     runner.execute(sa.insert(models.JournalEntry).values(
         job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
         note=journal_note(action, params.note, params.actor), attachment=None))
+    if action is REQUEUE:  # a requeued job starts afresh: an old cancel request must not end its next run
+        request = models.CancelRequest
+        runner.execute(sa.delete(request).where(request.job_id == row.id).execution_options(
+            synchronize_session=False))
     return row

@@ -12,7 +12,7 @@ second implementation is held to the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ from venturi_sa.storage import (
     checkpoint,
     claim,
     cleanup,
+    control,
     dashboard,
     enqueue,
     history,
@@ -146,6 +147,28 @@ class Backend(Protocol):
     def fire_of(self, runner: Runner, params: schedules.FireOfParams) -> sa.Row[Any] | None:
         """The schedule and fire time that inserted a job, or None."""
 
+    # -- runtime control (storage/control.py; the caller's transaction decides) -----------
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any] | None:
+        """Record a pause of a kind (closing an open one first); None if ``until`` is not in the future."""
+
+    def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:
+        """Close a kind's open pause (None if there was none) and NOTIFY the workers."""
+
+    def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
+        """Pause rows, newest first: those in force, or the whole record."""
+
+    def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
+        """Lock the job: a pending one ends dead (journaled), a claimed one gets a durable cancel request."""
+
+    def cancel_candidates(self, runner: Runner, kind: str, limit: int) -> list[str]:
+        """Ids of pending or claimed jobs of a kind, oldest first."""
+
+    def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
+        """Lock the job and, if it is pending, change it and journal the change."""
+
+    def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
+        """The facts ``explain`` turns into reasons (read-only)."""
+
     # -- the dashboard (read-only) ---------------------------------------------------------
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
         """One filtered keyset page of jobs, newest first, reading at most ``params.scan`` rows."""
@@ -264,6 +287,27 @@ class SqlAlchemyBackend:
 
     def fire_of(self, runner: Runner, params: schedules.FireOfParams) -> sa.Row[Any] | None:
         return schedules.fire_of(self.models, runner, params)
+
+    def pause_kind(self, runner: Runner, params: control.PauseParams) -> sa.Row[Any] | None:
+        return control.pause(self.models, runner, params)
+
+    def resume_kind(self, runner: Runner, params: control.ResumeParams) -> sa.Row[Any] | None:
+        return control.resume(self.models, runner, params)
+
+    def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
+        return control.pauses(self.models, runner, in_force_only=in_force_only)
+
+    def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
+        return control.cancel(self.models, runner, params)
+
+    def cancel_candidates(self, runner: Runner, kind: str, limit: int) -> list[str]:
+        return control.non_terminal_ids(self.models, runner, kind=kind, limit=limit)
+
+    def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
+        return control.edit(self.models, runner, params)
+
+    def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
+        return control.explain_facts(self.models, runner, job_id, activity_window=activity_window)
 
     def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
         return dashboard.fetch_job_page(self.models, runner, params)

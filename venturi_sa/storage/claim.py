@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
+from venturi_sa.storage.control import claimable_kinds
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
 
 
@@ -63,7 +64,8 @@ def _candidates(models: Models, kinds: Sequence[str], limit: Any, name: str) -> 
     job = models.Job
     return (
         sa.select(job.id, job.priority, job.created_at)
-        .where(job.status == Status.PENDING.value, job.kind.in_(list(kinds)), job.visible_at <= sa.func.now())
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(kinds)), job.visible_at <= sa.func.now(),
+               claimable_kinds(models, kinds))  # paused kinds are left out (runtime control)
         .order_by(job.priority, job.created_at)
         .limit(limit)
         .with_for_update(skip_locked=True)

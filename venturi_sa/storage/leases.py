@@ -9,6 +9,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage.control import cancel_note
 from venturi_sa.storage.params import RecoveredJob, RecoverParams, RenewParams, RenewResult, Runner
 
 
@@ -54,8 +55,11 @@ def _renew_statement(models: Models) -> Any:
         .cte("renewed")
     )
     still = sa.exists().where(job.id == held.c.id, job.run_count == held.c.run_count, mine)
+    cancels = models.cancels_table.c  # a cancel request rides the renewal round trip (runtime control)
     stmt = sa.select(held.c.id, held.c.run_count, renewed.c.id.is_not(None).label("renewed"),
-                     still.label("ours")).select_from(held.outerjoin(renewed, renewed.c.id == held.c.id))
+                     still.label("ours"), cancels.actor.label("cancel_actor"), cancels.note.label("cancel_note")
+                     ).select_from(held.outerjoin(renewed, renewed.c.id == held.c.id)
+                                   .outerjoin(models.cancels_table, cancels.job_id == held.c.id))
     _RENEW[key] = stmt
     return stmt
 
@@ -63,7 +67,8 @@ def _renew_statement(models: Models) -> Any:
 def renew(models: Models, session: Runner, params: RenewParams) -> RenewResult:
     """Push the lease of each still-held run to now + ``lease``, without waiting on row locks.
 
-    Returns the renewed runs and the runs that lost their claim; a run that
+    Returns the renewed runs, the runs that lost their claim and the runs
+    with a cancel request (fence -> journal note); a run that
     is neither was row-locked at that moment (e.g. its outcome is being
     written) and keeps its lease until the next renewal.
     """
@@ -76,7 +81,9 @@ def renew(models: Models, session: Runner, params: RenewParams) -> RenewResult:
     }).all()
     renewed = frozenset(by_key[(r.id, r.run_count)] for r in rows if r.renewed)
     lost = frozenset(by_key[(r.id, r.run_count)] for r in rows if not r.ours)
-    return RenewResult(renewed=renewed, lost=lost)
+    cancels = {by_key[(r.id, r.run_count)]: cancel_note(r.cancel_actor, r.cancel_note, running=True)
+               for r in rows if r.cancel_actor is not None and r.ours}
+    return RenewResult(renewed=renewed, lost=lost, cancels=cancels)
 
 
 def _max_failures_expr(models: Models, params: RecoverParams) -> Any:

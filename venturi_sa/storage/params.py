@@ -176,10 +176,15 @@ class FinishManyParams:
 
 @dataclass(frozen=True, kw_only=True)
 class RenewResult:
-    """Which held runs were renewed, and which had lost their claim."""
+    """Which held runs were renewed, which had lost their claim, and which an operator cancelled.
+
+    ``cancels`` maps each still-held run with a cancel request to the note
+    its cancelled-dead outcome records.
+    """
 
     renewed: frozenset[Fence] = frozenset()
     lost: frozenset[Fence] = frozenset()
+    cancels: Mapping[Fence, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,9 +62,11 @@ def log_recorded(run: Run, params: FinishParams) -> None:
 
 
 def log_lost(run: Run, params: FinishParams) -> None:
-    run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) and "
-                        "session work were rolled back", run.job.id, run.job.run_count,
-                        run.job.claimed_by, params.outcome.value)
+    """Warn that the fenced write found the claim gone; info only if the lease renewal warned already."""
+    level = logging.INFO if run.ctx.lease_lost else logging.WARNING
+    run.ctx.log.log(level, "lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) and "
+                    "session work were rolled back", run.job.id, run.job.run_count,
+                    run.job.claimed_by, params.outcome.value)
 
 
 def _savepoint_can_retry(exc: SQLAlchemyError) -> bool:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
+from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress
 from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
 
@@ -47,6 +48,7 @@ class JobContext:
         self.log = log
         """A logger whose records carry this job's id, kind and run number."""
         self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
+        self._cancel = CancelState()  # likewise shared (runtime control, see worker/cancel.py)
         self.checkpointer: Checkpointer | None = None  # set by the worker (see worker/checkpoint.py)
 
     @property
@@ -115,6 +117,7 @@ class JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
         ctx = JobContext(self._job, self._job.carry, self._open_session, self.log, self._open_async_session)
         ctx._lease_lost = self._lease_lost
+        ctx._cancel = self._cancel
         ctx.checkpointer = self.checkpointer
         return ctx
 
@@ -164,6 +167,38 @@ class JobContext:
             return False
         self._lease_lost[0] = True
         return True
+
+    @property
+    def cancelled(self) -> bool:
+        """True once an operator cancelled this run (``queue.cancel``), as its worker learned it.
+
+        The run then ends ``dead`` with the cancel note, whatever the handler
+        returns, and its ``ctx.session`` work is rolled back; a long handler
+        checks this (or calls :meth:`raise_if_cancelled`) and stops early.
+        """
+        return self._cancel.event.is_set()
+
+    @property
+    def cancel_note(self) -> str | None:
+        """The journal note of the cancel ("cancelled by <actor> while running: <note>"), once cancelled."""
+        return self._cancel.note
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``JobCancelled`` if this run was cancelled (let it propagate)."""
+        self._cancel.raise_if_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block up to ``timeout`` seconds for a cancel of this run; True if it came (a cancellable sleep)."""
+        return self._cancel.event.wait(timeout)
+
+    @property
+    def cancel_state(self) -> CancelState:
+        """The run's cancel state (shared with this claim's reruns), for the worker."""
+        return self._cancel
+
+    def mark_cancelled(self, note: str) -> bool:
+        """Record a cancel (from the lease keeper's thread); False if it was recorded already."""
+        return self._cancel.mark(note)
 
     def set_attachment(self, obj: Any) -> None:
         """Store ``obj`` (JSON) on this run's journal entry; raises ``InvalidPayload`` if not JSON."""

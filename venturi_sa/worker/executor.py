@@ -26,6 +26,7 @@ from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
+from venturi_sa.worker.cancel import apply_cancel, time_limit
 from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
@@ -128,7 +129,7 @@ def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
     """
     future = worker_loop().submit(_in_run(run, coro))
     run.cancel = future.cancel
-    if run.released:  # released at shutdown before ``run.cancel`` was there to be called
+    if run.released or run.ctx.cancelled:  # released or cancelled before ``run.cancel`` was there
         future.cancel()
     try:
         return future.result()
@@ -244,10 +245,12 @@ def process(run: Run, registry: Registry) -> Any:
     try:
         with running(run.job):
             params = prepare(run, registry)
-            if params is None:
-                result = execute(run)
+            if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
+                with time_limit(run):
+                    result = execute(run)
                 params = classify(run, result)
             run.params = params
+            apply_cancel(run, failure, note_text)  # a cancel or time limit meanwhile decides the outcome
     except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
         logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
         run.failed = True

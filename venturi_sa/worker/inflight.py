@@ -114,6 +114,11 @@ class InFlight:
             runs = [self._runs[f] for f in fences if f in self._runs]
         return [run for run in runs if run.ctx.mark_lease_lost()]
 
+    def find(self, fences: frozenset[Fence]) -> list[Run]:
+        """The runs still in flight among ``fences``."""
+        with self._lock:
+            return [self._runs[f] for f in fences if f in self._runs]
+
     def release_unfinished(self) -> list[Run]:
         """Mark every queued or running run RELEASED (slots freed); returns them."""
         with self._lock:

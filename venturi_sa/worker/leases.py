@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from sqlalchemy import Connection
@@ -16,6 +16,7 @@ from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
+NUDGE_SLICE = 0.1  # the longest a stop waits for the lease keeper's sleep
 
 
 class LeaseKeeper(threading.Thread):
@@ -32,7 +33,8 @@ class LeaseKeeper(threading.Thread):
     def __init__(self, backend: Backend, conns: Connections, worker_id: str,
                  held: Callable[[], dict[timedelta, list[Fence]]], lost: Callable[[frozenset[Fence]], None],
                  recover: RecoverParams, renew_every: float, recover_every: float,
-                 stopping: threading.Event, wake: threading.Event) -> None:
+                 stopping: threading.Event, wake: threading.Event,
+                 cancelled: Callable[[Mapping[Fence, str]], None] | None = None) -> None:
         super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
         self.backend = backend
         self.conns = conns
@@ -44,6 +46,9 @@ class LeaseKeeper(threading.Thread):
         self.recover_every = recover_every
         self.stopping = stopping
         self.wake = wake
+        self.cancelled = cancelled
+        self.nudge = threading.Event()
+        """Set (by the listener, on a cancel ``NOTIFY``) to renew now instead of at the next interval."""
         self.healthy = threading.Event()
         self.healthy.set()
         self._recover_failing = False
@@ -56,15 +61,19 @@ class LeaseKeeper(threading.Thread):
                 self.conns.connect(self.backend.ping)
             return
         lost: set[Fence] = set()
+        cancels: dict[Fence, str] = {}
 
         def renew_all(conn: Connection) -> None:
             for lease, runs in held.items():
                 result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
                 lost.update(result.lost)
+                cancels.update(result.cancels)
 
         self.conns.begin(renew_all)
         if lost:
             self.lost(frozenset(lost))
+        if cancels and self.cancelled is not None:
+            self.cancelled(cancels)
 
     def recover(self) -> int:
         recovered = self.conns.begin(lambda conn: self.backend.recover(conn, self.recover_params))
@@ -107,4 +116,13 @@ class LeaseKeeper(threading.Thread):
             if self.healthy.is_set() and time.monotonic() >= next_recover:
                 self._recover_round()
                 next_recover = time.monotonic() + self.recover_every
-            self.stopping.wait(self.renew_every if self.healthy.is_set() else min(self.renew_every, 1.0))
+            self._sleep(self.renew_every if self.healthy.is_set() else min(self.renew_every, 1.0))
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, less if stopping or nudged (checked every ``NUDGE_SLICE``)."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self.nudge.wait(min(left, NUDGE_SLICE)):
+                break
+        self.nudge.clear()

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 import sqlalchemy as sa
 
 from venturi_sa.storage import drivers
+from venturi_sa.storage.control import CANCEL_PAYLOAD
 from venturi_sa.worker.loop import worker_loop
 
 if TYPE_CHECKING:
@@ -122,11 +123,12 @@ class Listener(threading.Thread):
 
     def __init__(self, engine: sa.Engine, channel: str, wake: threading.Event,
                  stopping: threading.Event, max_backoff: float = 5.0,
-                 probe_timeout: float | None = None) -> None:
+                 probe_timeout: float | None = None, nudge: threading.Event | None = None) -> None:
         super().__init__(name=f"venturi-listener-{channel}", daemon=True)
         self.engine = engine
         self.channel = channel  # derived from a validated prefix: a safe identifier
         self.wake = wake
+        self.nudge = nudge  # set on a cancel NOTIFY: the lease keeper renews (and reads cancels) now
         self.stopping = stopping
         self.connected = threading.Event()
         self.deaf = threading.Event()  # set when the probe went unheard: polling only
@@ -159,8 +161,11 @@ class Listener(threading.Thread):
         if self._listening is None:
             self._open()
         assert self._listening is not None
-        if self.probe.sort(self._listening.wait(WAIT_SLICE), self.channel):
+        notes = self._listening.wait(WAIT_SLICE)
+        if self.probe.sort(notes, self.channel):
             self.wake.set()
+            if self.nudge is not None and any(n.payload == CANCEL_PAYLOAD for n in notes):
+                self.nudge.set()
         if self.probe.overdue():
             self.probe.warn(self.channel)
             self.deaf.set()

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -33,9 +33,10 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.params import ClaimedJob, RecoverParams
+from venturi_sa.storage.params import ClaimedJob, Fence, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.batcher import Batcher
+from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
@@ -301,6 +302,10 @@ class Worker:
         return Firer(self.queue, self.engines.get_sync(), self._stopping, poll_interval=self.poll_interval,
                      on_event=self._emit)
 
+    def _cancelled(self, cancels: Mapping[Fence, str]) -> None:
+        for run in self.inflight.find(frozenset(cancels)):
+            deliver_cancel(run, cancels[run.fence])
+
     # -- start and stop ------------------------------------------------------------------------
     def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
@@ -314,7 +319,8 @@ class Worker:
             self.backend, self._conns, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
             renew_every=max(0.2, min(self._leases.values(), default=DEFAULT_LEASE).total_seconds() / 3),
-            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake)
+            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake,
+            cancelled=self._cancelled)
         self.producer.healthy = keeper.healthy
         executors = Executors(self.concurrency, self.queue.registry, self.inflight,
                               self.completer.persist_in_session, batcher.submit if batcher else None,
@@ -323,6 +329,10 @@ class Worker:
                                       listen)
         self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
                                           firer=self._firer() if fire else None)
+
+        if isinstance(listener, Listener):
+            listener.nudge = keeper.nudge  # a cancel NOTIFY makes the keeper renew now
+        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)

@@ -1,0 +1,139 @@
+"""Conformance of the runtime-control verbs: pause_kind, resume_kind, pauses, cancel, cancel_candidates,
+edit_pending, explain_facts, the paused-kind filter of claim and the cancel requests of renew.
+
+Per sync driver and per runner kind (an ORM Session or a Core Connection),
+in transactions the tests open; rows are built with the factories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from factories import factories_for
+from sqlalchemy.orm import Session
+
+from venturi_sa import Models
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
+from venturi_sa.storage.params import ClaimParams, Fence, RenewParams, Runner
+
+OpenRunner = Callable[[], AbstractContextManager[Runner]]
+MINUTE = timedelta(minutes=1)
+
+
+@pytest.fixture(params=["session", "connection"])
+def runner(request: pytest.FixtureRequest, engine: sa.Engine) -> OpenRunner:
+    @contextmanager
+    def open_session() -> Iterator[Runner]:
+        with Session(engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def open_connection() -> Iterator[Runner]:
+        with engine.begin() as conn:
+            yield conn
+
+    return open_session if request.param == "session" else open_connection
+
+
+def build(engine: sa.Engine, models: Models, **traits: Any) -> Any:
+    with Session(engine, expire_on_commit=False) as session:
+        job = factories_for(models, session)[0](**traits)
+        session.commit()
+        return job
+
+
+def claim_params(kinds: list[str]) -> ClaimParams:
+    return ClaimParams(worker_id="w", kinds=kinds, limit=10, leases={}, default_lease=MINUTE)
+
+
+def test_a_pause_leaves_its_kind_out_of_the_claim_until_resumed(backend: Backend, runner: OpenRunner,
+                                                                engine: sa.Engine, models: Models) -> None:
+    a, b = build(engine, models, kind="a"), build(engine, models, kind="b")
+    with runner() as r:
+        row = backend.pause_kind(r, PauseParams(kind="a", actor="ops", reason="why"))
+        assert row is not None and (row.kind, row.actor, row.resume_at) == ("a", "ops", None)
+    with runner() as r:
+        assert [p.kind for p in backend.pauses(r)] == ["a"]
+        assert [j.id for j in backend.claim(r, claim_params(["a", "b"]))] == [b.id]
+    with runner() as r:
+        assert backend.resume_kind(r, ResumeParams(kind="a", actor="ops2")).resumed_by == "ops2"
+        assert backend.resume_kind(r, ResumeParams(kind="a", actor="ops2")) is None
+    with runner() as r:
+        assert [j.id for j in backend.claim(r, claim_params(["a"]))] == [a.id]
+        assert backend.pauses(r) == [] and len(backend.pauses(r, in_force_only=False)) == 1
+
+
+def test_a_pause_of_every_kind_and_a_pause_that_ended(backend: Backend, runner: OpenRunner,
+                                                      engine: sa.Engine, models: Models) -> None:
+    build(engine, models, kind="a")
+    with runner() as r:
+        backend.pause_kind(r, PauseParams(kind="*", actor="ops"))
+        assert backend.claim(r, claim_params(["a"])) == []
+    with runner() as r:  # a pause whose end has passed is no longer in force
+        r.execute(sa.update(models.pauses_table).values(resume_at=sa.func.now() - MINUTE))
+        assert len(backend.claim(r, claim_params(["a"]))) == 1
+    with runner() as r:  # an end in the past is refused, nothing written
+        assert backend.pause_kind(r, PauseParams(kind="a", actor="ops", until=db_time(r) - MINUTE)) is None
+
+
+def db_time(r: Runner) -> Any:
+    return r.execute(sa.select(sa.func.now())).scalar_one()
+
+
+def test_cancel_by_status(backend: Backend, runner: OpenRunner, engine: sa.Engine, models: Models) -> None:
+    pending, claimed = build(engine, models, pending=True), build(engine, models, claimed=True)
+    done = build(engine, models, completed=True)
+    with runner() as r:
+        result = backend.cancel(r, CancelParams(job_id=pending.id, actor="a", note="n"))
+        assert result.done and result.job is not None and result.job.status == "dead"
+        result = backend.cancel(r, CancelParams(job_id=claimed.id, actor="a"))
+        assert result.requested and result.job is not None and result.job.status == "claimed"
+        again = backend.cancel(r, CancelParams(job_id=claimed.id, actor="b"))
+        assert again.requested  # the first request stands
+        finished = backend.cancel(r, CancelParams(job_id=done.id, actor="a"))
+        assert not finished.done and not finished.requested
+        assert backend.cancel(r, CancelParams(job_id="nope", actor="a")).job is None
+        assert backend.cancel_candidates(r, "noop", 10) == [claimed.id]
+    with engine.connect() as conn:
+        [request] = conn.execute(sa.select(models.cancels_table)).all()
+    assert (request.job_id, request.actor, request.run_no) == (claimed.id, "a", 1)
+
+
+def test_renew_reports_cancel_requests_of_held_runs(backend: Backend, engine: sa.Engine, models: Models) -> None:
+    claimed = build(engine, models, claimed=True)
+    fence = Fence(job_id=claimed.id, kind=claimed.kind, claimed_by=claimed.claimed_by, run_count=1)
+    params = RenewParams(worker_id=claimed.claimed_by, runs=[fence], lease=MINUTE)
+    with engine.begin() as conn:
+        assert dict(backend.renew(conn, params).cancels) == {}
+        backend.cancel(conn, CancelParams(job_id=claimed.id, actor="ops", note="stop"))
+    with engine.begin() as conn:
+        result = backend.renew(conn, params)
+    assert fence in result.renewed and dict(result.cancels) == {fence: "cancelled by ops while running: stop"}
+
+
+def test_edit_pending_only(backend: Backend, runner: OpenRunner, engine: sa.Engine, models: Models) -> None:
+    pending, claimed = build(engine, models, scheduled=True), build(engine, models, claimed=True)
+    with runner() as r:
+        result = backend.edit_pending(r, EditParams(job_id=pending.id, actor="ops", priority=0, visible_now=True,
+                                                    changes=("priority -> 0", "run now")))
+        assert result.applied and result.job is not None and result.job.priority == 0
+        refused = backend.edit_pending(r, EditParams(job_id=claimed.id, actor="ops", priority=0))
+        assert not refused.applied and refused.job is not None and refused.job.status == "claimed"
+    with engine.connect() as conn:
+        notes = conn.execute(sa.select(models.journal_table.c.note)).scalars().all()
+    assert notes == ["edited by ops: priority -> 0; run now"]
+
+
+def test_explain_facts(backend: Backend, runner: OpenRunner, engine: sa.Engine, models: Models) -> None:
+    first, second = build(engine, models, kind="k"), build(engine, models, kind="k")
+    with runner() as r:
+        facts = backend.explain_facts(r, second.id, timedelta(minutes=10))
+        assert facts.job is not None and facts.ahead == 1 and facts.pause is None and not facts.recent_activity
+        assert backend.explain_facts(r, "nope", timedelta(minutes=10)).job is None
+        assert backend.explain_facts(r, first.id, timedelta(minutes=10)).ahead == 0

@@ -1,0 +1,28 @@
+"""Fixtures of the runtime-control tests (cancel, pause, edit, explain)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+# These tests reuse the integration tier's helpers (queue_kit: running workers, side tables).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+import control_app  # noqa: E402
+from control_kit import Procs  # noqa: E402
+
+
+@pytest.fixture
+def procs(pg_url: str, engine: sa.Engine, models: Any, prefix: str) -> Iterator[Procs]:
+    """``control_app`` worker processes on this test's migrated queue (killed at the end)."""
+    with engine.begin() as conn:
+        for statement in control_app.ddl(prefix):
+            conn.execute(sa.text(statement))
+    p = Procs(pg_url, prefix)
+    yield p
+    p.cleanup()

@@ -1,0 +1,75 @@
+"""Migration v5 (runtime control): its tables equal the mapped classes, and it leaves the seed tables alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from migration_catalog import CONTROL_TABLES, NOT_NULL_CONSTRAINTS_SINCE, relation_names, server_major, snapshot
+from test_migrations_catalog import longest_prefix
+
+import alembic_venturi
+from venturi_sa import make_models
+from venturi_sa.prefix import LONGEST_SUFFIX
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def control_catalog(engine: sa.Engine, prefix: str) -> dict[str, Any]:
+    return snapshot(engine, prefix, CONTROL_TABLES, identity_table="pauses")
+
+
+@pytest.mark.parametrize("length", ["short", "longest"])
+def test_v5_tables_equal_the_mapped_classes(engine: sa.Engine, prefix: str, length: str) -> None:
+    if length == "longest":
+        prefix = longest_prefix(prefix)
+    mapped = f"m{prefix}"[: len(prefix)]
+    alembic_venturi.upgrade(engine, prefix)
+    make_models(mapped).metadata.create_all(engine)
+    migrated = control_catalog(engine, prefix)
+    assert migrated == control_catalog(engine, mapped)
+    assert len(migrated["columns"]) == 8 + 5
+    assert {r[0] for r in migrated["relations"]} == {
+        "{{prefix}}_pauses", "{{prefix}}_pauses_pkey", "{{prefix}}_pauses_open", "{{prefix}}_pauses_id_seq",
+        "{{prefix}}_cancels", "{{prefix}}_cancels_pkey"}
+    indexes = {i[1]: i[2] for i in migrated["indexes"]}
+    assert indexes["{{prefix}}_pauses_open"].endswith("(kind) WHERE (resumed_at IS NULL)")
+    if server_major(engine) >= NOT_NULL_CONSTRAINTS_SINCE:  # every derived name fits the prefix limit
+        names = {c[1] for c in migrated["constraints"] if c[2] == "n"}
+        assert max(len(n) for n in names) - len("{{prefix}}") < len(LONGEST_SUFFIX)
+
+
+def test_down_to_v4_drops_only_the_control_tables(engine: sa.Engine, prefix: str,
+                                                  seed_catalog: dict[str, Any]) -> None:
+    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.downgrade(engine, prefix, "v4")
+    assert alembic_venturi.current(engine, prefix) == "v4"
+    names = relation_names(engine, prefix)
+    assert not {f"{prefix}_pauses", f"{prefix}_cancels"} & names
+    assert snapshot(engine, prefix) == seed_catalog
+    alembic_venturi.upgrade(engine, prefix)
+    assert {f"{prefix}_pauses", f"{prefix}_cancels"} <= relation_names(engine, prefix)
+
+
+def test_a_cancel_request_goes_with_its_job(engine: sa.Engine, prefix: str) -> None:
+    """``ON DELETE CASCADE``: cleaning up a job removes its cancel request."""
+    alembic_venturi.upgrade(engine, prefix)
+    models = make_models(prefix)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(models.jobs_table).values(id="j1", kind="k", payload={}))
+        conn.execute(sa.insert(models.cancels_table).values(job_id="j1", run_no=1, actor="a"))
+        conn.execute(sa.delete(models.jobs_table))
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.cancels_table)).scalar_one() == 0
+
+
+def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) -> None:
+    """A queue created by a project's own migrations without the v5 tables is not at head."""
+    models = make_models(prefix)
+    models.jobs_table.create(engine)
+    models.journal_table.create(engine)
+    with pytest.raises(alembic_venturi.runner.SchemaNotMigrated, match=f"missing {prefix}_pauses"):
+        alembic_venturi.check_current(engine, prefix)
+    models.pauses_table.create(engine)
+    models.cancels_table.create(engine)
+    alembic_venturi.check_current(engine, prefix)

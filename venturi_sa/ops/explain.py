@@ -1,0 +1,131 @@
+"""Why isn't it running?  The concrete reasons, read from the database, for one job.
+
+:func:`explain` reads in one short read-only transaction (REPEATABLE READ,
+so every fact comes from one snapshot) and changes nothing.  Each reason is
+a code plus a sentence: for a pending job any of ``scheduled``,
+``backoff``, ``paused``, ``no_worker`` (no job of its kind is claimed now
+or finished within ``activity_window``, and this job's own last run is older:
+a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a claim takes first) and ``eligible``;
+``claimed`` (by whom, lease until when, and ``cancel_requested``);
+``dead`` (the last journal note) or ``completed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from venturi_sa.models import Models
+from venturi_sa.ops.history import job_not_found
+from venturi_sa.ops.records import jsonable
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.states import Outcome, Status
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.control import ALL_KINDS, ExplainFacts
+
+ACTIVITY_WINDOW = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    text: str
+    until: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "text": self.text, "until": jsonable(self.until)}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The job's status and the reasons it is (not) running, most decisive first."""
+
+    job_id: str
+    kind: str
+    status: str
+    reasons: list[Reason] = field(default_factory=list)
+
+    @property
+    def codes(self) -> list[str]:
+        return [r.code for r in self.reasons]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "kind": self.kind, "status": self.status,
+                "reasons": [r.as_dict() for r in self.reasons]}
+
+    def __str__(self) -> str:
+        head = f"job {self.job_id} ({self.kind}) is {self.status}"
+        return "\n".join([head, *(f"  - {r.text}" for r in self.reasons)])
+
+
+def explain(models: Models, engine: sa.Engine, job_id: str,
+            activity_window: timedelta = ACTIVITY_WINDOW) -> Explanation:
+    """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none."""
+    with short_transaction(models, engine, isolation="REPEATABLE READ") as session:
+        facts = backend_for(models).explain_facts(session, job_id, activity_window)
+    if facts.job is None:
+        raise job_not_found(models, job_id)
+    job = facts.job
+    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window))
+
+
+def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:
+    job = facts.job
+    assert job is not None
+    if job.status == Status.CLAIMED.value:
+        return _claimed(facts)
+    if job.status == Status.DEAD.value:
+        note = facts.last_entry.note if facts.last_entry is not None else None
+        return [Reason("dead", f"dead since {job.finished_at.isoformat()}: {note or 'no journal note'}")]
+    if job.status == Status.COMPLETED.value:
+        return [Reason("completed", f"completed at {job.finished_at.isoformat()}")]
+    return _pending(facts, window)
+
+
+def _claimed(facts: ExplainFacts) -> list[Reason]:
+    job = facts.job
+    assert job is not None
+    expires = job.claim_expires_at
+    state = "expired" if facts.now is not None and expires < facts.now else "expires"
+    reasons = [Reason("claimed", f"claimed by {job.claimed_by} (run {job.run_count}); its lease {state} "
+                                 f"at {expires.isoformat()}", until=expires)]
+    if facts.cancel is not None:
+        note = f": {facts.cancel.note}" if facts.cancel.note else ""
+        reasons.append(Reason("cancel_requested", f"cancel requested by {facts.cancel.actor} at "
+                                                  f"{facts.cancel.created_at.isoformat()}{note}"))
+    return reasons
+
+
+def _pending(facts: ExplainFacts, window: timedelta) -> list[Reason]:
+    job = facts.job
+    assert job is not None and facts.now is not None
+    reasons = []
+    if job.visible_at > facts.now:
+        last = facts.last_entry
+        if last is not None and last.outcome == Outcome.RETRIED.value and job.failure_count > 0:
+            reasons.append(Reason("backoff", f"in backoff after failure {job.failure_count} "
+                                             f"({last.note or 'no note'}) until {job.visible_at.isoformat()}",
+                                  until=job.visible_at))
+        else:
+            reasons.append(Reason("scheduled", f"scheduled for {job.visible_at.isoformat()}", until=job.visible_at))
+    if facts.pause is not None:
+        pause = facts.pause
+        what = "the whole queue is paused" if pause.kind == ALL_KINDS else f"kind {job.kind!r} is paused"
+        until = f" until {pause.resume_at.isoformat()}" if pause.resume_at is not None else " until resumed"
+        reasons.append(Reason("paused", f"{what} by {pause.actor} since {pause.paused_at.isoformat()}"
+                                        f" ({pause.reason or 'no reason given'}){until}", until=pause.resume_at))
+    last = facts.last_entry
+    ran_lately = last is not None and last.run_no > 0 and last.recorded_at > facts.now - window
+    if not facts.recent_activity and not ran_lately:
+        reasons.append(Reason("no_worker", f"no job of kind {job.kind!r} was claimed or finished in the last "
+                                           f"{window.total_seconds() / 60:g} min: is a worker running this kind?"))
+    if facts.ahead:
+        more = "at least " if facts.ahead_capped else ""
+        reasons.append(Reason("behind", f"behind {more}{facts.ahead} eligible {job.kind!r} job(s) of higher "
+                                        "priority or older"))
+    if not reasons:
+        reasons.append(Reason("eligible", "eligible now: the next claim with a free slot takes it"))
+    return reasons

@@ -1,0 +1,117 @@
+"""Cancelling a run in a worker: the run's cancel state, its delivery, and the outcome it forces.
+
+A cancel reaches a worker through its lease renewal (the round trip it makes
+every ``lease / 3`` anyway, so delivery needs no LISTEN and survives a
+listener reconnect), sooner when a ``NOTIFY`` with
+:data:`~venturi_sa.storage.control.CANCEL_PAYLOAD` makes the lease keeper
+renew at once.  Delivery sets the run's :class:`CancelState` (what
+``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
+the run ends, whatever the handler returned, :func:`apply_cancel` replaces
+its outcome: ``dead`` with the cancel note (a retryable failure for a time
+limit, :func:`time_limit`), its ``ctx.session`` work rolled back.  A run
+that already handed its outcome on keeps it: the fenced write decides, so
+exactly one outcome is recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from venturi_sa.errors import JobCancelled
+from venturi_sa.states import Outcome
+from venturi_sa.storage.params import FinishParams
+
+if TYPE_CHECKING:
+    from venturi_sa.worker.run import Run
+
+
+_MARK = threading.Lock()
+
+
+class CancelState:
+    """One run's cancel request, shared by the contexts of its reruns; set from the lease keeper's thread."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.note: str | None = None
+        self.timed_out = False  # cancelled by the task's time limit, not by an operator
+
+    def mark(self, note: str, timed_out: bool = False) -> bool:
+        """Record the request; False if it was recorded already (the first one decides)."""
+        with _MARK:
+            if self.event.is_set():
+                return False
+            self.note, self.timed_out = note, timed_out
+            self.event.set()
+            return True
+
+    def raise_if_set(self) -> None:
+        if self.event.is_set():
+            raise JobCancelled(self.note or "cancelled")
+
+
+def apply_cancel(run: Run, failure: Callable[[Run, str], FinishParams], note_text: Callable[[str], str]) -> bool:
+    """If the run was cancelled, replace its outcome and roll its ``ctx.session`` work back.
+
+    An operator's cancel ends it ``dead`` with the cancel note (no failure
+    counted); a time limit makes it ``failure(run, note)``, a retryable
+    failure; ``note_text`` makes the note storable.  Returns whether the run
+    was cancelled.
+    """
+    state = run.ctx.cancel_state
+    if not state.event.is_set():
+        return False
+    run.failed = True  # the handler's ctx.session work is rolled back with the outcome write
+    note = note_text(state.note or "cancelled")
+    run.params = failure(run, note) if state.timed_out else FinishParams(
+        fence=run.fence, outcome=Outcome.DEAD, note=note)
+    run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
+    return True
+
+
+def deliver_cancel(run: Run, note: str) -> None:
+    """Mark the run cancelled (logged once) and cancel its task if it is an ``async def`` handler running."""
+    if not run.ctx.mark_cancelled(note):
+        return
+    run.ctx.log.info("cancel delivered to job %s run %d: %s", run.job.id, run.job.run_count, note)
+    cancel = run.cancel
+    if cancel is not None:
+        cancel()
+
+
+@contextmanager
+def time_limit(run: Run) -> Iterator[None]:
+    """Enforce the task's ``timeout`` on the handler call inside this block.
+
+    A timer (only for tasks with a timeout) cancels the run when the time is
+    up: ``ctx.cancelled`` turns true and an ``async def`` handler's task is
+    cancelled at its next ``await``.  Python cannot stop a sync handler that
+    does not check: it is reported, keeps its slot, and when it returns its
+    outcome is a retryable timeout failure.
+    """
+    timeout = run.task_type.timeout if run.task_type is not None else None
+    if timeout is None:
+        yield
+        return
+    seconds = timeout.total_seconds()
+
+    def expire() -> None:
+        if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s (Task.timeout)", timed_out=True):
+            return
+        if run.cancel is not None:
+            run.cancel()
+        else:
+            run.ctx.log.warning("job %s run %d passed its timeout of %gs; a sync handler cannot be "
+                                "interrupted: it keeps its slot until it returns, then counts as a "
+                                "timeout failure", run.job.id, run.job.run_count, seconds)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
