@@ -215,9 +215,9 @@ def test_head_periodic_tables_equal_their_body_and_the_models(
     make_models(other).metadata.create_all(engine)
     assert snapshot(engine, other, PERIODIC_TABLES) == periodic_catalog
     names = {i[1] for i in periodic_catalog["indexes"] if not i[4]}
-    assert names == {f"{TOKEN}_{suffix}" for suffix in HEAD_TABLE_INDEXES}
+    assert names == {f"{TOKEN}_{suffix}" for suffix in HEAD_TABLE_INDEXES if suffix.startswith(PERIODIC_TABLES)}
     assert {r[0] for r in periodic_catalog["relations"] if r[1] == "r"} == {
-        f"{TOKEN}_{t}" for t in HEAD_TABLES}
+        f"{TOKEN}_{t}" for t in PERIODIC_TABLES}
 
 
 def test_v4_adds_only_new_tables_and_its_down_migration_removes_them(

@@ -66,8 +66,8 @@ def test_a_cancel_request_goes_with_its_job(engine: sa.Engine, prefix: str) -> N
 def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) -> None:
     """A queue created by a project's own migrations without the v5 tables is not at head."""
     models = make_models(prefix)
-    models.jobs_table.create(engine)
-    models.journal_table.create(engine)
+    for table in models.tables[:4]:  # the seed tables and v4's
+        table.create(engine)
     with pytest.raises(alembic_venturi.runner.SchemaNotMigrated, match=f"missing {prefix}_pauses"):
         alembic_venturi.check_current(engine, prefix)
     models.pauses_table.create(engine)

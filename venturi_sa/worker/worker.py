@@ -327,12 +327,10 @@ class Worker:
                               self._finished)
         listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
                                       listen)
-        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
-                                          firer=self._firer() if fire else None)
-
         if isinstance(listener, Listener):
             listener.nudge = keeper.nudge  # a cancel NOTIFY makes the keeper renew now
-        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
+        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
+                                          firer=self._firer() if fire else None)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)
