@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -68,6 +70,63 @@ def split_kinds(value: str | None) -> list[str] | None:
     return kinds
 
 
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker process needs to build its own engine and Worker (picklable, for --processes)."""
+
+    app: str
+    dsn: str | None
+    kinds: list[str] | None
+    concurrency: int
+    poll_interval: float
+    grace: float
+    listen: bool
+    worker_id: str | None
+    metrics_port: int | None
+    verbose: int
+
+
+def run_worker(settings: WorkerSettings, index: int | None = None) -> None:
+    """One worker process: load the queue, open the engine, run until SIGTERM/SIGINT.
+
+    ``index`` is set in a child of ``--processes``: its ``worker_id`` gets a
+    ``/index`` suffix and its metrics port is ``metrics_port + index``.
+    """
+    queue = load_queue(settings.app)
+    with opened(settings.dsn, queue.prefix, concurrency=settings.concurrency) as engine:
+        setup_logging(settings.verbose)
+        hook = None
+        if settings.metrics_port is not None:
+            from venturi_sa.metrics import PrometheusMetrics, serve
+
+            hook = PrometheusMetrics()
+            serve(settings.metrics_port + (index or 0))
+        worker_id = settings.worker_id
+        if worker_id is not None and index is not None:
+            worker_id = f"{worker_id}/{index}"
+        runner = Worker(queue, engine, kinds=settings.kinds, concurrency=settings.concurrency,
+                        poll_interval=settings.poll_interval, grace=settings.grace, listen=settings.listen,
+                        worker_id=worker_id, on_event=hook)
+        runner.run()
+    logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
+
+
+def _child(settings: WorkerSettings, index: int) -> None:
+    run_worker(settings, index)
+
+
+def supervise(settings: WorkerSettings, processes: int) -> None:
+    """``--processes N``: check the app and schema here, then run N worker processes (see supervisor)."""
+    from venturi_sa.worker.supervisor import Supervisor
+
+    queue = load_queue(settings.app)
+    with opened(settings.dsn, queue.prefix, concurrency=1):  # one line on stderr if not migrated
+        pass
+    setup_logging(settings.verbose)
+    grace_and_joins = settings.grace + 60.0
+    Supervisor(functools.partial(_child, settings), processes, stop_timeout=grace_and_joins).run()
+
+
 @cli.command()
 @click.argument("app", metavar="APP")
 @dsn_option
@@ -83,28 +142,26 @@ def split_kinds(value: str | None) -> list[str] | None:
 @click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), metavar="PORT",
               help="Serve Prometheus metrics on this port (needs venturi[metrics]).")
+@click.option("--processes", "-p", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Worker processes to run (a supervisor restarts any that dies).")
 @click.option("--verbose", "-v", count=True, help="-v: debug logs from venturi; -vv: also SQL.")
 def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_interval: float,
            grace: float, no_listen: bool, worker_id: str | None, metrics_port: int | None,
-           verbose: int) -> None:
+           processes: int, verbose: int) -> None:
     """Run a worker for the Queue at APP ('package.module:queue') until stopped.
 
     SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
-    not migrated to this venturi's version.
+    not migrated to this venturi's version.  With --processes N, a
+    supervisor runs N worker processes (each its own engine, worker id and
+    --concurrency threads), forwards SIGTERM/SIGINT to them and restarts one
+    that dies, with backoff; metrics are served on PORT, PORT+1, ...
     """
-    queue = load_queue(app)
-    with opened(dsn, queue.prefix, concurrency=concurrency) as engine:  # one line on stderr if not migrated
-        setup_logging(verbose)
-        hook = None
-        if metrics_port is not None:
-            from venturi_sa.metrics import PrometheusMetrics, serve
-
-            hook = PrometheusMetrics()
-            serve(metrics_port)
-        runner = Worker(queue, engine, kinds=split_kinds(kinds), concurrency=concurrency,
-                        poll_interval=poll_interval, grace=grace, listen=not no_listen,
-                        worker_id=worker_id, on_event=hook)
-        runner.run()
-    logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
+    settings = WorkerSettings(app=app, dsn=dsn, kinds=split_kinds(kinds), concurrency=concurrency,
+                              poll_interval=poll_interval, grace=grace, listen=not no_listen,
+                              worker_id=worker_id, metrics_port=metrics_port, verbose=verbose)
+    if processes > 1:
+        supervise(settings, processes)
+    else:
+        run_worker(settings)
