@@ -2,7 +2,7 @@
 """In-process A/B of venturi's worker: two source trees drain the same jobs, alternating.
 
     bench/.venv/bin/python bench/ab_drain.py --a /tmp/venturi-base --b . --rounds 5
-    bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4   # the supervisor
+    bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4 --supervised  # the supervisor
 
 On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
 (``enqueue_many``, chunks of 1,000), then drains them with
@@ -47,7 +47,25 @@ def _queue() -> Any:
     return queue, noop
 
 
-def _child(dsn: str, concurrency: int, batch_size: int, processes: int) -> None:
+def _supervised(dsn: str, concurrency: int, batch_size: int, gate: str, index: int) -> None:
+    """One supervised worker process: its own engine; says it is ready, waits for the gate, drains until idle."""
+    import sqlalchemy as sa
+
+    import venturi_sa
+
+    queue, _ = _queue()
+    engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
+    worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
+    with engine.connect():
+        pass
+    Path(gate, f"ready-{index}").touch()
+    while not Path(gate, "go").exists():
+        time.sleep(0.005)
+    worker.run_until_idle()
+    engine.dispose()
+
+
+def _child(dsn: str, concurrency: int, batch_size: int, processes: int, supervised: bool = False) -> None:
     import sqlalchemy as sa
 
     import venturi_sa
@@ -55,15 +73,38 @@ def _child(dsn: str, concurrency: int, batch_size: int, processes: int) -> None:
     queue, _ = _queue()
     before = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    if processes == 1:
+    if processes == 1 and not supervised:
         engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
         worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
         n = worker.run_until_idle()
         engine.dispose()
-    else:  # the supervisor, until the queue is empty
-        from venturi_sa.worker.supervisor import drain_with_processes
+    else:  # venturi worker --processes N: the supervisor, each child draining until idle
+        import functools
 
-        n = drain_with_processes(queue, dsn, processes, concurrency=concurrency, batch_size=batch_size)
+        from venturi_sa.worker.supervisor import Supervisor
+
+        count = sa.text(f"SELECT count(*) FROM {PREFIX}_jobs WHERE status = 'completed'")
+        engine = sa.create_engine(dsn)
+        with engine.connect() as conn:
+            completed_before = conn.execute(count).scalar()
+        engine.dispose()
+        import tempfile
+        import threading
+
+        gate = tempfile.mkdtemp(prefix="ab_drain-")
+        supervisor = threading.Thread(target=Supervisor(
+            functools.partial(_supervised, dsn, concurrency, batch_size, gate), processes).run)
+        supervisor.start()  # off the main thread: no signal handlers
+        while len(list(Path(gate).glob("ready-*"))) < processes:
+            time.sleep(0.005)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        Path(gate, "go").touch()
+        supervisor.join()
+        engine = sa.create_engine(dsn)
+        with engine.connect() as conn:
+            n = conn.execute(count).scalar() - completed_before
+        engine.dispose()
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -72,26 +113,39 @@ def _child(dsn: str, concurrency: int, batch_size: int, processes: int) -> None:
     print(json.dumps({"jobs": n, "seconds": elapsed, "cpu": cpu, "tree": venturi_sa.__file__}), flush=True)
 
 
+def _enqueue_child(dsn: str, n: int) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    queue, noop = _queue()
+    engine = sa.create_engine(dsn)
+    for start in range(0, n, 1000):
+        with Session(engine) as session:
+            queue.enqueue_many(session, [noop(seq=i) for i in range(start, min(n, start + 1000))])
+            session.commit()
+    engine.dispose()
+
+
 def _enqueue(dsn: str, tree: Path, n: int) -> None:
-    code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import ab_drain, sqlalchemy as sa; "
-            "from sqlalchemy.orm import Session; q, noop = ab_drain._queue(); e = sa.create_engine(%r)\n"
-            "for s in range(0, %d, 1000):\n"
-            "    with Session(e) as session:\n"
-            "        q.enqueue_many(session, [noop(seq=i) for i in range(s, min(%d, s + 1000))]); session.commit()\n"
-            ) % (str(BENCH_DIR), str(tree), dsn, n, n)
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "_enqueue", dsn, str(n)], env=env, check=True)
 
 
-def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int) -> dict[str, float]:
+def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int,
+           supervised: bool) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_child", dsn, str(concurrency),
-                          str(batch_size), str(processes)], capture_output=True, text=True, env=env, check=True)
+                          str(batch_size), str(processes), "supervised" if supervised else "in-process"],
+                         capture_output=True, text=True, env=env, check=True)
     return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["_enqueue"]:
+        _enqueue_child(argv[1], int(argv[2]))
+        return 0
     if argv[:1] == ["_child"]:
-        _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]) if len(argv) > 4 else 1)
+        _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5] == "supervised")
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--a", type=Path, required=True, help="source tree A (a venturi checkout)")
@@ -101,6 +155,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--concurrency", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--processes", default="1", help="B only: worker processes, comma-separated (A uses 1)")
+    p.add_argument("--supervised", action="store_true",
+                   help="B runs under the supervisor (venturi worker --processes), timed from all children ready")
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
@@ -128,7 +184,7 @@ def main(argv: list[str]) -> int:
         for r in range(a.rounds):
             for name, tree, processes in variants:
                 _enqueue(dsn, a.b.resolve(), a.n)
-                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes)
+                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes, a.supervised and name != "A")
                 rates[name].append(out["jobs"] / out["seconds"])
                 cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))
                 print(f"round {r + 1} {name} ({out['tree']}): {out['jobs']} jobs, {rates[name][-1]:,.0f} jobs/s, "

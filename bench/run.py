@@ -67,6 +67,8 @@ def load_harness(path: Path) -> None:
     from peerbench import registry
 
     registry.ADAPTERS["venturi_sa"] = ADAPTER_PATH
+    registry.ADAPTERS["venturi_sa_poison"] = "adverse_adapters:VenturiPoisonAdapter"  # bench/adverse.py
+    registry.ADAPTERS["pgqueuer_poison"] = "adverse_adapters:PgQueuerPoisonAdapter"
 
 
 def child_main(argv: list[str]) -> None:

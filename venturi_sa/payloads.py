@@ -61,7 +61,7 @@ def ensure_json(value: Any, what: str) -> Any:
 
 
 # Field classes whose load and dump return a value of exactly this type unchanged.
-_IDENTITY_FIELDS: dict[type[fields.Field], type] = {fields.Integer: int, fields.String: str, fields.Boolean: bool}
+_IDENTITY_FIELDS: dict[type, type] = {fields.Integer: int, fields.String: str, fields.Boolean: bool}
 _PLANS: dict[int, tuple[Schema, dict[str, type] | None, frozenset[str]]] = {}
 
 
@@ -79,9 +79,11 @@ def _plan(schema: Schema) -> tuple[dict[str, type] | None, frozenset[str]]:
     cached = _PLANS.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1], cached[2]
-    types: dict[str, type] | None = {}
+    found: dict[str, type] = {}
+    types: dict[str, type] | None = found
     required: set[str] = set()
-    if (getattr(schema, "_hooks", None) or schema.only is not None or schema.exclude or schema.partial
+    hooks = getattr(schema, "_hooks", None) or {}  # a defaultdict: looked-up hook kinds appear, empty
+    if (any(hooks.values()) or schema.only is not None or schema.exclude or schema.partial
             or schema.many or schema.unknown != "raise"):
         types = None
     else:
@@ -92,7 +94,7 @@ def _plan(schema: Schema) -> tuple[dict[str, type] | None, frozenset[str]]:
                     or field.load_only or field.dump_only):
                 types = None
                 break
-            types[name] = exact
+            found[name] = exact
             if field.required:
                 required.add(name)
     if len(_PLANS) > 10_000:

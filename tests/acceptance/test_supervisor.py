@@ -110,7 +110,8 @@ def test_killed_child_is_restarted_and_sigterm_stops_all(supervised: Supervised,
     queue = Queue(make_models(prefix), [supervised_app.whoami])
     supervised.wait_for("two children started", lambda: len(supervised.children) == 2)
     first = {index: pids[0] for index, pids in supervised.children.items()}
-    supervised.wait_for("both workers started", lambda: all(f":{p} started" in supervised.log() for p in first.values()))
+    supervised.wait_for("both workers started",
+                        lambda: all(f":{pid} started" in supervised.log() for pid in first.values()))
     assert run_jobs(engine, queue, 20) <= set(first.values())
 
     os.kill(first[0], signal.SIGKILL)

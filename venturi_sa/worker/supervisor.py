@@ -139,7 +139,7 @@ class Supervisor:
         self._forward_stops()
         restarts = 0
         for sentinel in ready:
-            slot = sentinels.get(sentinel)  # type: ignore[call-overload]
+            slot = sentinels.get(sentinel) if isinstance(sentinel, int) else None
             if slot is not None:
                 self._reap(slot)
         now = time.monotonic()
