@@ -111,3 +111,18 @@ def models(engine: sa.Engine, prefix: str):  # type: ignore[no-untyped-def]
 
     alembic_venturi.upgrade(engine, prefix)
     return make_models(prefix)
+
+
+@pytest.fixture
+def fresh_db_url(pg_url: str, engine: sa.Engine) -> Iterator[str]:
+    """URL of a new, empty database of this test's own (dropped afterwards, connections and all)."""
+    name = f"scratch_{os.getpid()}_{next(_counter)}"
+    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    except sa.exc.ProgrammingError as err:  # e.g. VENTURI_TEST_URL without CREATEDB
+        pytest.skip(f"cannot create a scratch database: {err.orig}")
+    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from datetime import timedelta
@@ -13,50 +12,23 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cli_kit import doc_blocks, plain_url
-from click.testing import CliRunner, Result
+from cli_kit import HERE, cli_worker, doc_blocks, fails, invoke, ok, plain_url
+from click.testing import Result
 from factories import db_now
 from ops_support import factory_session
 from queue_kit import count, enqueue, wait_until
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
-from venturi_sa.cli import cli
 from venturi_sa.cli.durations import BadDuration, parse_duration
 
-HERE = Path(__file__).resolve().parent
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/postgres"
 
 
 @pytest.fixture
-def run(pg_url: str):  # type: ignore[no-untyped-def]
+def run():  # type: ignore[no-untyped-def]
     """``run(*args, env=None)``: invoke ``venturi`` with VENTURI_DSN unset unless given."""
-    runner = CliRunner()
-
-    def invoke(*args: str, env: dict[str, str | None] | None = None) -> Result:
-        environment: dict[str, str | None] = {"VENTURI_DSN": None, "VENTURI_PREFIX": None, **(env or {})}
-        return runner.invoke(cli, list(args), env=environment, prog_name="venturi")
-
     return invoke
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    assert "Traceback" not in result.output
-    return result
-
-
-def fails(result: Result, *words: str) -> str:
-    """Assert a clean failure: non-zero exit, exactly one ``venturi: error:`` line, no traceback."""
-    assert result.exit_code != 0, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("venturi: error: "), lines[0]
-    assert "Traceback" not in result.output
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def as_json(result: Result) -> Any:
@@ -346,26 +318,16 @@ def test_console_error_is_one_line() -> None:
 
 
 def test_worker_runs_jobs_and_stops_on_sigterm(pg_url: str, prefix: str, engine, models) -> None:  # type: ignore[no-untyped-def]
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},
-           "CLI_TEST_PREFIX": prefix, "VENTURI_DSN": plain_url(pg_url)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "venturi_sa", "worker", "cli_worker_app:queue", "--concurrency", "2",
-         "--poll-interval", "0.2", "--grace", "5"],
-        cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        from cli_worker_app import Greet
+    from cli_worker_app import Greet
 
-        queue = Queue(make_models(prefix), [Greet])
+    queue = Queue(make_models(prefix), [Greet])
+    with cli_worker(prefix, plain_url(pg_url), "--concurrency", "2", "--poll-interval", "0.2",
+                    "--grace", "5") as stopped:
         ids = enqueue(engine, queue, Greet(name="ada"), Greet(name="grace"))
         wait_until(lambda: all(queue.get_job(engine, i).status == "completed" for i in ids),
                    what="the CLI worker to complete both jobs")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
+    err = stopped.err
+    assert stopped.returncode == 0, err
     assert "started: kinds=greet concurrency=2" in err
     assert "greeting ada" in err and "[venturi-exec-" in err
     assert "processed 2 jobs" in err

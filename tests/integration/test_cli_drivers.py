@@ -6,28 +6,17 @@ blocks its import), not a stub of venturi's own code.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
+from cli_kit import cli_worker, invoke
+from click.testing import Result
 from driver_kit import driver_url
 from queue_kit import enqueue, wait_until
 
 from venturi_sa import Queue, make_models
-from venturi_sa.cli import cli
 from venturi_sa.cli.connect import normalize_dsn
-
-HERE = Path(__file__).resolve().parent
-
-
-def venturi(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env={"VENTURI_DSN": None, "VENTURI_PREFIX": None},
-                              prog_name="venturi")
 
 
 def one_error_line(result: Result) -> str:
@@ -50,7 +39,7 @@ def as_scheme(pg_url: str, scheme: str) -> str:
 def test_every_postgresql_url_works(scheme: str, runs_on: str, pg_url: str, prefix: str, models: object) -> None:
     dsn = as_scheme(pg_url, scheme)
     assert normalize_dsn(dsn).drivername == f"postgresql+{runs_on}"
-    result = venturi("stats", "--dsn", dsn, "--prefix", prefix)
+    result = invoke("stats", "--dsn", dsn, "--prefix", prefix)
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
 
@@ -69,7 +58,7 @@ def test_an_asyncpg_url_keeps_its_ssl_setting_in_libpq_terms() -> None:
      "driver psycopg2cffi is not supported; use psycopg2, psycopg or asyncpg"),
 ])
 def test_other_databases_and_drivers_are_refused_in_one_line(dsn: str, message: str) -> None:
-    assert one_error_line(venturi("stats", "--dsn", dsn)).startswith(message)
+    assert one_error_line(invoke("stats", "--dsn", dsn)).startswith(message)
 
 
 @pytest.mark.parametrize(("blocked", "scheme", "message"), [
@@ -89,7 +78,7 @@ def test_a_missing_driver_names_its_extra(blocked: tuple[str, ...], scheme: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     for module in blocked:
         monkeypatch.setitem(sys.modules, module, None)
-    assert one_error_line(venturi("stats", "--dsn", f"{scheme}://u@localhost/db")) == message
+    assert one_error_line(invoke("stats", "--dsn", f"{scheme}://u@localhost/db")) == message
 
 
 @pytest.mark.parametrize(("blocked", "scheme", "runs_on"), [
@@ -105,29 +94,19 @@ def test_the_fallback_driver_is_used_when_the_first_choice_is_missing(
 @pytest.mark.parametrize("scheme", ["postgresql+psycopg", "postgresql+asyncpg"])
 def test_a_cli_worker_on_psycopg_listens_without_reconnecting(scheme: str, pg_url: str, prefix: str,
                                                               engine: sa.Engine, models: object) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},
-           "CLI_TEST_PREFIX": prefix, "VENTURI_DSN": as_scheme(pg_url, scheme)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "venturi_sa", "worker", "cli_worker_app:queue", "--poll-interval", "30"],
-        cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        from cli_worker_app import Greet
+    from cli_worker_app import Greet
 
-        queue = Queue(make_models(prefix), [Greet])
-        psycopg_engine = sa.create_engine(driver_url(pg_url, "psycopg"))
-        try:
+    queue = Queue(make_models(prefix), [Greet])
+    psycopg_engine = sa.create_engine(driver_url(pg_url, "psycopg"))
+    try:
+        with cli_worker(prefix, as_scheme(pg_url, scheme), "--poll-interval", "30") as stopped:
             for name in ("ada", "grace", "alan"):  # woken by NOTIFY: the poll interval is 30 s
                 [job_id] = enqueue(psycopg_engine, queue, Greet(name=name))
                 wait_until(lambda j=job_id: queue.get_job(engine, j).status == "completed", timeout=15,
                            what=f"the CLI worker to complete {name}'s job")
-        finally:
-            psycopg_engine.dispose()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
+        psycopg_engine.dispose()
+    err = stopped.err
+    assert stopped.returncode == 0, err
     assert "processed 3 jobs" in err
     assert "LISTEN" not in err and "Traceback" not in err, err

@@ -8,10 +8,8 @@ other names: operations blocks share one namespace holding ``engine`` and a
 
 from __future__ import annotations
 
-import os
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,18 +46,7 @@ def test_operations_examples_run(engine: sa.Engine, prefix: str) -> None:
     assert run(DOCS / "operations.md", {"engine": engine, "queue": queue}) >= 5
 
 
-@pytest.fixture
-def scratch_database(pg_url: str, engine: sa.Engine) -> Iterator[str]:
-    name = f"docs_migrations_{os.getpid()}"
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def test_migrations_examples_run(scratch_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DATABASE_URL", scratch_database)
+def test_migrations_examples_run(fresh_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", fresh_db_url)
     assert run(DOCS / "migrations.md", {}, fresh_each=True) >= 5
-    assert alembic_venturi.current(scratch_database, "shop") == alembic_venturi.HEAD
+    assert alembic_venturi.current(fresh_db_url, "shop") == alembic_venturi.HEAD

@@ -67,14 +67,9 @@ def test_quickstart_with_an_unreachable_database_is_one_line() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_getting_started_examples_run(pg_url: str, engine: sa.Engine, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_getting_started_examples_run(fresh_db_url: str, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """The python blocks of docs/getting-started.md, in order and in one namespace, on a fresh database."""
-    name = f"docs_getting_started_{os.getpid()}"
-    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
-        conn.execute(sa.text(f"CREATE DATABASE {name}"))
-    monkeypatch.setenv("DATABASE_URL", sa.make_url(pg_url).set(database=name).render_as_string(False))
+    monkeypatch.setenv("DATABASE_URL", fresh_db_url)
     namespace: dict[str, object] = {"__name__": "getting_started"}
     try:
         blocks = doc_blocks(Path(__file__).resolve().parents[2] / "docs" / "getting-started.md", "python")
@@ -86,8 +81,6 @@ def test_getting_started_examples_run(pg_url: str, engine: sa.Engine, monkeypatc
         doc_engine = namespace.get("engine")
         if isinstance(doc_engine, sa.Engine):
             doc_engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 def test_quickstart_without_postgres_binaries_says_so_in_one_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]

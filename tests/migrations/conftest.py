@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,18 +21,3 @@ def seed_catalog(engine: sa.Engine) -> dict[str, Any]:
     catalog = snapshot(engine, prefix)
     run_sql(engine, f"DROP TABLE {prefix}_journal; DROP TABLE {prefix}_jobs;")
     return catalog
-
-
-@pytest.fixture
-def fresh_db_url(pg_url: str, engine: sa.Engine) -> Iterator[str]:
-    """URL of a new, empty database (dropped afterwards), for whole-database comparisons."""
-    name = f"venturi_mig_{os.getpid()}_{next(_counter)}"
-    admin = engine.execution_options(isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    except sa.exc.ProgrammingError as err:  # e.g. VENTURI_TEST_URL without CREATEDB
-        pytest.skip(f"cannot create a scratch database: {err.orig}")
-    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,7 @@ def files() -> dict[str, str]:
     return out
 
 
-@pytest.fixture
-def scratch_url(pg_url: str, engine: sa.Engine) -> Iterator[str]:
-    name = f"docs_testing_{os.getpid()}"
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    yield sa.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def test_the_page_is_a_passing_test_suite(tmp_path: Path, scratch_url: str) -> None:
+def test_the_page_is_a_passing_test_suite(tmp_path: Path, fresh_db_url: str) -> None:
     pytest.importorskip("fastapi")
     pytest.importorskip("flask_sqlalchemy")
     written = files()
@@ -50,13 +38,13 @@ def test_the_page_is_a_passing_test_suite(tmp_path: Path, scratch_url: str) -> N
             "test_clock.py", "test_perform.py", "test_inline.py"} <= set(written)
     for name, code in written.items():
         (tmp_path / name).write_text(code)
-    env = {**os.environ, "VENTURI_DATABASE_URL": scratch_url}
+    env = {**os.environ, "VENTURI_DATABASE_URL": fresh_db_url}
     env.pop("PYTEST_ADDOPTS", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error",
                            "-W", "ignore::DeprecationWarning", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "\n8 passed" in done.stdout, done.stdout[-2000:]
-    with sa.create_engine(scratch_url).connect() as conn:  # the rolled-back tests left nothing behind
+    with sa.create_engine(fresh_db_url).connect() as conn:  # the rolled-back tests left nothing behind
         assert conn.execute(sa.text("SELECT count(*) FROM shop_jobs")).scalar_one() == 0
         assert conn.execute(sa.text("SELECT count(*) FROM receipts")).scalar_one() == 0
