@@ -133,7 +133,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--n", type=int, default=10_000, help="jobs per drain")
     p.add_argument("--terminal-rows", type=int, default=1_000_000)
     p.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke test)")
-    p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
+    p.add_argument("--port", type=int, help="an existing server (superuser) on --host")
+    p.add_argument("--user", default="postgres")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results")
     a = p.parse_args(argv)
     if a.quick:
@@ -159,7 +161,7 @@ def main(argv: list[str]) -> int:
         port = cluster.port
     systems, conditions = a.systems.split(","), a.conditions.split(",")
     try:
-        cfg = orchestrator.Config(port=port, systems=tuple(systems), out_dir=a.out,
+        cfg = orchestrator.Config(host=a.host, port=port, user=a.user, systems=tuple(systems), out_dir=a.out,
                                   drain_timeout_s=60 if a.quick else 300)
         runner = orchestrator.Runner(cfg)
         rows = []

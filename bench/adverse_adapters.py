@@ -1,25 +1,20 @@
-"""Adapters for the adverse-conditions benchmark's poison case (registered by ``bench/run.py``).
+"""venturi's adapter for the adverse-conditions benchmark's poison case (registered by ``bench/run.py``).
 
 5 % of the jobs (``seq % 20 == 0``) raise on their first two runs and are
 retried at once (no backoff), succeeding on the third: the drain pays for
 two failed runs, their retry writes and their journal/log rows per poison
-job.  Same payloads and enqueue path as the plain adapters.
+job.  Same payloads and enqueue path as the plain adapter.  PgQueuer's
+counterpart is in ``adverse_pgqueuer.py`` (imported only where PgQueuer is installed).
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import asyncpg
 from peerbench import hooks
-from peerbench.adapters.pgqueuer_adapter import PgQueuerAdapter
-from peerbench.util import wait_thread_event
-from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
-from pgqueuer.executors import DatabaseRetryEntrypointExecutor
 from venturi_adapter import PROFILES, NoopPayload, VenturiSaAdapter, _run_one, models
 
 import venturi_sa
@@ -52,31 +47,3 @@ class VenturiPoisonAdapter(VenturiSaAdapter):
     def run_worker(self, dsn: str, profile: str, ready: Callable[[], None], stop: threading.Event) -> None:
         options, _ = PROFILES[profile]
         _run_one(dsn, options, stop, ready, poison_queue)
-
-
-class PgQueuerPoisonAdapter(PgQueuerAdapter):
-    name = "pgqueuer_poison"
-
-    def run_worker(self, dsn, profile, ready, stop) -> None:  # type: ignore[no-untyped-def]
-        kwargs = self._profile_kwargs[profile]
-
-        async def go() -> None:
-            conn = await asyncpg.connect(dsn)
-            qm = QueueManager(Queries(AsyncpgDriver(conn)))
-
-            @qm.entrypoint("noop", executor_factory=lambda params: DatabaseRetryEntrypointExecutor(
-                params, max_attempts=FAILED_RUNS + 3, initial_delay=timedelta(0)))
-            async def noop(job: Job) -> None:
-                seq = int(job.payload)
-                hooks.job_started(seq)
-                if _is_poison(seq) and job.attempts < FAILED_RUNS:
-                    raise PoisonFailure(f"poison job {seq}")
-
-            ready()
-            run = asyncio.create_task(qm.run(**kwargs))
-            await wait_thread_event(stop)
-            qm.shutdown.set()
-            await asyncio.wait_for(run, 30)
-            await conn.close()
-
-        asyncio.run(go())

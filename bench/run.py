@@ -68,7 +68,7 @@ def load_harness(path: Path) -> None:
 
     registry.ADAPTERS["venturi_sa"] = ADAPTER_PATH
     registry.ADAPTERS["venturi_sa_poison"] = "adverse_adapters:VenturiPoisonAdapter"  # bench/adverse.py
-    registry.ADAPTERS["pgqueuer_poison"] = "adverse_adapters:PgQueuerPoisonAdapter"
+    registry.ADAPTERS["pgqueuer_poison"] = "adverse_pgqueuer:PgQueuerPoisonAdapter"
 
 
 def child_main(argv: list[str]) -> None:
