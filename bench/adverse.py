@@ -36,6 +36,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 SYSTEMS = {"venturi_sa": "venturi_sa_poison", "pgqueuer": "pgqueuer_poison"}
 CONDITIONS = ("clean", "terminal", "xmin", "poison", "procs8")
+QUEUE_TABLE = {"venturi_sa": "bench_jobs", "pgqueuer": "pgqueuer"}
 SEED_SQL = {
     "venturi_sa": (
         "INSERT INTO bench_jobs (id, kind, payload, priority, status, created_at, visible_at, finished_at, "
@@ -74,17 +75,23 @@ def drain(runner: Any, r: int, system: str, condition: str, n: int, terminal_row
             holder = psycopg2.connect(dsn)
             holder.set_session(isolation_level="REPEATABLE READ")
             holder.cursor().execute("SELECT count(*) FROM pg_class")  # the snapshot is taken and held
+        # The queue table is locked until every worker printed READY: all of them start draining together.
+        gate = psycopg2.connect(dsn)
+        gate.cursor().execute(f"LOCK TABLE {QUEUE_TABLE[system]} IN ACCESS EXCLUSIVE MODE")
+        count = 8 if condition == "procs8" else 1
+        try:
+            with ThreadPoolExecutor(count) as pool:
+                started = list(pool.map(lambda i: runner.spawn_worker(
+                    worker_system, dsn, "default", f"adv-r{r}-{system}-{condition}-{i}"), range(count)))
+            procs.extend(proc for proc, _, _ in started)
+        finally:
+            t0 = time.monotonic()
+            gate.commit()
+            gate.close()
         poll = psycopg2.connect(dsn)
         poll.autocommit = True
         cur = poll.cursor()
-        count = 8 if condition == "procs8" else 1
-        with ThreadPoolExecutor(count) as pool:  # started together; timed from the last READY
-            started = list(pool.map(lambda i: runner.spawn_worker(
-                worker_system, dsn, "default", f"adv-r{r}-{system}-{condition}-{i}"), range(count)))
-        procs.extend(proc for proc, _, _ in started)
-        cur.execute(adapter.remaining_sql)
-        t0 = time.monotonic()
-        remaining = start = cur.fetchone()[0]  # jobs drained while the others started are not counted
+        remaining = start = n
         while remaining > 0 and time.monotonic() - t0 < runner.cfg.drain_timeout_s:
             time.sleep(runner.cfg.poll_s)
             cur.execute(adapter.remaining_sql)
