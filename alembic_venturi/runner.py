@@ -184,6 +184,13 @@ def _head_shape_gaps(connection: Connection, names: Names) -> tuple[list[str], l
     return [n for n in wanted if n not in found], [n for n in unwanted if n in found]
 
 
+def fix_hint(prefix: str) -> str:
+    """How to bring queue ``prefix``'s tables to head, for both migration paths."""
+    return (f"run `venturi migrate --prefix {prefix}` (or alembic_venturi.upgrade(engine, {prefix!r})), "
+            "or your own Alembic upgrade (e.g. `alembic upgrade head`, `flask db upgrade`) "
+            "if the queue's tables are in your models")
+
+
 def check_current(bind_or_url: Bind, prefix: str) -> None:
     """Return if queue ``prefix`` is at :data:`HEAD`, else raise ``SchemaNotMigrated``.
 
@@ -193,7 +200,7 @@ def check_current(bind_or_url: Bind, prefix: str) -> None:
     Read-only, like :func:`current`.
     """
     names = Names(prefix)
-    fix = f"run `venturi migrate --prefix {prefix}` or alembic_venturi.upgrade(engine, {prefix!r})"
+    fix = fix_hint(prefix)
     with _connection(bind_or_url) as connection, _reading(connection):
         revision = _revision_of(connection, names)
         if revision == HEAD:
@@ -212,7 +219,7 @@ def check_current(bind_or_url: Bind, prefix: str) -> None:
         problems = [f"missing {n}" for n in absent] + [f"unexpected {n}" for n in present]
         raise SchemaNotMigrated(
             f"queue {prefix!r} has no {names.version_table} table and its tables are not at "
-            f"{HEAD} ({', '.join(problems)}); {fix}, or add the changes to your own migrations"
+            f"{HEAD} ({', '.join(problems)}); {fix} (autogenerate adds the changes)"
         )
 
 

@@ -3,7 +3,10 @@
 Uses venturi's public API only, as a user would: ``alembic_venturi.upgrade``
 for the schema, ``Queue.enqueue`` / ``Queue.enqueue_many`` inside a plain
 SQLAlchemy ``Session`` (the caller commits), and ``Worker.run()`` in a
-thread, stopped with ``Worker.stop()``.  Profiles with ``processes > 1``
+thread, stopped with ``Worker.stop()``.  With ``--driver asyncpg`` the
+application is async: ``enqueue_async`` / ``enqueue_many_async`` in an
+``AsyncSession`` (on the enqueuer's own event loop) and a ``Worker`` on an
+``AsyncEngine``, whose claims, outcomes and LISTEN go through asyncpg.  Profiles with ``processes > 1``
 fork that many worker processes (like raw_psycopg2's ``*_p2`` profiles).
 
 Importable only where the shared harness's ``peerbench`` package is on
@@ -12,6 +15,7 @@ Importable only where the shared harness's ``peerbench`` package is on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing as mp
 import os
@@ -31,7 +35,8 @@ import venturi_sa
 PREFIX = "bench"
 # ``bench/run.py --driver`` sets this for itself and every child process.
 DRIVER = os.environ.get("VENTURI_BENCH_DRIVER", "psycopg2")
-DRIVER_DISTRIBUTIONS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg"}
+DRIVER_DISTRIBUTIONS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg", "asyncpg": "asyncpg"}
+ASYNC_DRIVERS = ("asyncpg",)
 models = venturi_sa.make_models(PREFIX)
 queue = venturi_sa.Queue(models)
 
@@ -58,9 +63,22 @@ DESCRIPTIONS = {
 }
 
 
+def _url(dsn: str, driver: str) -> str:
+    return f"postgresql+{driver}://" + dsn.split("://", 1)[1]
+
+
 def engine_for(dsn: str, **kwargs: Any) -> sa.Engine:
-    """An engine on ``DRIVER`` (psycopg2 or psycopg) for a ``postgresql://`` DSN from the harness."""
-    return sa.create_engine(f"postgresql+{DRIVER}://" + dsn.split("://", 1)[1], **kwargs)
+    """A sync engine on ``DRIVER`` (psycopg2 or psycopg; psycopg2 for an async ``DRIVER``) for a harness DSN."""
+    return sa.create_engine(_url(dsn, "psycopg2" if DRIVER in ASYNC_DRIVERS else DRIVER), **kwargs)
+
+
+def worker_engine_for(dsn: str, **kwargs: Any) -> Any:
+    """What the Worker gets: an ``AsyncEngine`` for an async ``DRIVER``, else :func:`engine_for`'s."""
+    if DRIVER in ASYNC_DRIVERS:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        return create_async_engine(_url(dsn, DRIVER), **kwargs)
+    return engine_for(dsn, **kwargs)
 
 
 class _Enqueuer:
@@ -78,12 +96,49 @@ class _Enqueuer:
             queue.enqueue_many(session, [noop(seq=s) for s in seqs])
             session.commit()
 
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class _AsyncEnqueuer:
+    """An async application's enqueue: ``AsyncSession`` + ``enqueue_async`` + commit, on a loop of its own."""
+
+    def __init__(self, dsn: str) -> None:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        self.loop = asyncio.new_event_loop()
+        self.engine = create_async_engine(_url(dsn, DRIVER))
+
+    async def _one(self, seq: int) -> None:
+        from sqlalchemy.ext.asyncio import AsyncSession
+
+        async with AsyncSession(self.engine) as session:
+            await queue.enqueue_async(session, noop(seq=seq))
+            await session.commit()
+
+    async def _bulk(self, seqs: Sequence[int]) -> None:
+        from sqlalchemy.ext.asyncio import AsyncSession
+
+        async with AsyncSession(self.engine) as session:
+            await queue.enqueue_many_async(session, [noop(seq=s) for s in seqs])
+            await session.commit()
+
+    def enqueue_one(self, seq: int) -> None:
+        self.loop.run_until_complete(self._one(seq))
+
+    def enqueue_bulk(self, seqs: Sequence[int]) -> None:
+        self.loop.run_until_complete(self._bulk(seqs))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.engine.dispose())
+        self.loop.close()
+
 
 def _run_one(dsn: str, options: dict[str, Any], stop: Any, started: Callable[[], None] | None,
              worker_queue: venturi_sa.Queue | None = None) -> None:
     """Run one Worker in a thread until ``stop`` is set; then stop it gracefully."""
     pool = int(options.get("concurrency", 10)) + 5
-    engine = engine_for(dsn, pool_size=pool, max_overflow=10)
+    engine = worker_engine_for(dsn, pool_size=pool, max_overflow=10)
     worker = venturi_sa.Worker(worker_queue or queue, engine, **options)
     thread = threading.Thread(target=worker.run, name="venturi-bench-worker")
     if started is not None:
@@ -94,7 +149,8 @@ def _run_one(dsn: str, options: dict[str, Any], stop: Any, started: Callable[[],
             break
     worker.stop()
     thread.join(60)
-    engine.dispose()
+    if isinstance(engine, sa.Engine):
+        engine.dispose()  # an AsyncEngine's connections were closed by the worker, on its loop
 
 
 class VenturiSaAdapter(QueueAdapter):
@@ -106,7 +162,8 @@ class VenturiSaAdapter(QueueAdapter):
     notes = (
         "venturi_sa: enqueue_one = Session + queue.enqueue + commit; enqueue_bulk = "
         "queue.enqueue_many(1000) + commit; worker = Worker.run() in a thread (LISTEN/NOTIFY on); "
-        f"driver {DRIVER}."
+        f"driver {DRIVER}" + (" (AsyncSession + enqueue_async, Worker on an AsyncEngine)."
+                              if DRIVER in ASYNC_DRIVERS else ".")
     )
 
     def setup(self, dsn: str) -> None:
@@ -117,12 +174,12 @@ class VenturiSaAdapter(QueueAdapter):
             engine.dispose()
 
     @contextlib.contextmanager
-    def open_enqueuer(self, dsn: str) -> Iterator[_Enqueuer]:
-        enq = _Enqueuer(dsn)
+    def open_enqueuer(self, dsn: str) -> Iterator[_Enqueuer | _AsyncEnqueuer]:
+        enq = _AsyncEnqueuer(dsn) if DRIVER in ASYNC_DRIVERS else _Enqueuer(dsn)
         try:
             yield enq
         finally:
-            enq.engine.dispose()
+            enq.close()
 
     def run_worker(self, dsn: str, profile: str, ready: Callable[[], None], stop: threading.Event) -> None:
         options, processes = PROFILES[profile]

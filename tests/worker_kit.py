@@ -1,16 +1,21 @@
-"""What every test tier needs around a worker: an event recorder, committed enqueue, row and journal reads."""
+"""What every test tier needs around a worker: an event recorder, committed enqueue, row and journal reads,
+and a stolen lease (what a zombie run looks like)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa import Models, Queue, Task
+from venturi_sa.storage import claim as claims
+from venturi_sa.storage import leases
+from venturi_sa.storage.params import ClaimParams, RecoverParams
 
 WAIT = 20.0  # seconds an awaited event gets before the test fails
 
@@ -84,3 +89,21 @@ def journal(engine: sa.Engine, models: Models, job_id: str) -> list[sa.Row[Any]]
     t = models.journal_table
     with engine.connect() as conn:
         return list(conn.execute(sa.select(t).where(t.c.job_id == job_id).order_by(t.c.id)))
+
+
+def steal(engine: sa.Engine, models: Models, job_id: str, kind: str, thief: str = "thief:1") -> None:
+    """What a lost lease looks like: the lease expires, another worker recovers the job and reclaims it.
+
+    Call it from the running handler: its run is then a zombie whose outcome
+    (and session work) the fence must discard.
+    """
+    with Session(engine) as session, session.begin():
+        session.execute(sa.update(models.Job).where(models.Job.id == job_id)
+                        .values(claim_expires_at=sa.func.now() - timedelta(seconds=1))
+                        .execution_options(synchronize_session=False))
+        recovered = leases.recover(models, session, RecoverParams(max_failures={kind: 10}))
+        assert [r.id for r in recovered] == [job_id]
+    with Session(engine) as session, session.begin():
+        [job] = claims.claim(models, session, ClaimParams(
+            worker_id=thief, kinds=[kind], limit=1, leases={}, default_lease=timedelta(minutes=5)))
+        assert job.id == job_id and job.run_count == 2

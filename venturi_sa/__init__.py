@@ -15,6 +15,7 @@ from venturi_sa.errors import (
     InvalidTransition,
     JobNotCompleted,
     JobNotFound,
+    LeaseLost,
     SchemaNotMigrated,
     UnknownKind,
     VenturiError,
@@ -25,7 +26,7 @@ from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome, Status
 from venturi_sa.task import Priority, Registry, Task, task
-from venturi_sa.worker import JobContext, Worker
+from venturi_sa.worker import JobContext, OutcomeContext, Worker, WorkerApp
 
 __all__ = [
     "BadPrefix",
@@ -40,8 +41,10 @@ __all__ = [
     "JobContext",
     "JobNotCompleted",
     "JobNotFound",
+    "LeaseLost",
     "Models",
     "Outcome",
+    "OutcomeContext",
     "Pause",
     "Priority",
     "Queue",
@@ -53,6 +56,7 @@ __all__ = [
     "UnknownKind",
     "VenturiError",
     "Worker",
+    "WorkerApp",
     "make_models",
     "task",
     "validate_prefix",

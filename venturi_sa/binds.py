@@ -53,21 +53,46 @@ def _not_a_session(obj: object, call: str, wanted: str, opener: str, full_name: 
     if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         return TypeError(f"queue.{call}() takes {article} {wanted}, not a {_what(obj)}: wrap the connection "
                          f"(`{wanted}(bind=connection)`) to enqueue in its transaction")
+    if _is_extension(obj):
+        return TypeError(f"queue.{call}() takes {article} {wanted}, got the {_what(obj)} extension object: "
+                         f"pass its session (`db.session`)")
     return TypeError(f"queue.{call}() takes a {full_name}, got {_what(obj)}")
+
+
+def _is_extension(obj: object) -> bool:
+    """A framework's database object holding both a session and an engine (Flask-SQLAlchemy's ``db``)."""
+    try:
+        session = getattr(obj, "session", None)
+    except Exception:  # noqa: BLE001 - a property that needs a context; not what we look for
+        return False
+    return isinstance(session, (Session, scoped_session)) and hasattr(type(obj), "engine")
 
 
 def require_session(obj: object, call: str) -> Session:
     """``obj`` if it is a sync ``Session`` (a ``scoped_session``, e.g. Flask-SQLAlchemy's
     ``db.session``, stands for its current session); a ``TypeError`` naming the right call otherwise."""
     if isinstance(obj, Session):
-        return obj
+        return _on_a_sync_driver(obj, call)
     if isinstance(obj, scoped_session):
         current: Session = obj()
-        return current
+        return _on_a_sync_driver(current, call)
     if is_async_session(obj):
         raise TypeError(f"queue.{call}() takes a sync Session, got an AsyncSession: "
                         f"use `await queue.{call}_async(session, ...)`")
     raise _not_a_session(obj, call, "Session", "with", "sqlalchemy.orm.Session")
+
+
+def _on_a_sync_driver(session: Session, call: str) -> Session:
+    """``session`` unless it is bound to a sync ``Engine`` on an async driver (and no AsyncSession drives it)."""
+    dialect = getattr(session.bind, "dialect", None)
+    if dialect is None or not dialect.is_async:
+        return session
+    module = sys.modules.get("sqlalchemy.ext.asyncio")
+    if module is not None and module.async_session(session) is not None:
+        return session  # the sync side of an AsyncSession, inside run_sync
+    raise TypeError(f"queue.{call}() got a Session on the async driver {dialect.driver!r}, which has no sync "
+                    f"API: open an AsyncSession on create_async_engine(...) and use "
+                    f"`await queue.{call}_async(session, ...)`")
 
 
 def require_async_session(obj: object, call: str) -> AsyncSession:
@@ -88,6 +113,11 @@ def _engine_hint(obj: object) -> str:
         return "it opens its own short transaction; pass the session's engine (`session.get_bind()`)"
     if isinstance(obj, sa.Connection) or is_async(obj, "AsyncConnection"):
         return "it opens its own short transactions; pass the engine (`connection.engine`)"
+    if isinstance(obj, scoped_session) or is_async(obj, "async_scoped_session"):
+        return ("it opens its own short transactions; pass the engine (`db.engine` with Flask-SQLAlchemy, "
+                "or `session.get_bind()`)")
+    if _is_extension(obj):
+        return "pass its engine (`db.engine`)"
     return "pass the application's engine"
 
 

@@ -64,3 +64,11 @@ class InvalidTransition(VenturiError):
 
 class AsyncDriverMissing(VenturiError, RuntimeError):
     """An async database driver is needed (``ctx.session_async``, an async sibling engine) but none is installed."""
+
+
+class LeaseLost(VenturiError):
+    """This run no longer holds its job's claim (recovered, released or reclaimed elsewhere).
+
+    Raised by ``ctx.checkpoint()`` when its fenced write found no row: nothing
+    was written, and nothing else of the run will be committed.
+    """

@@ -42,6 +42,7 @@ from venturi_sa.outcomes import Coalesce, MergeDecision
 if TYPE_CHECKING:
     from venturi_sa.models import JobBase
     from venturi_sa.worker.context import JobContext
+    from venturi_sa.worker.outcome_hooks import OutcomeContext
 
 Handler = Callable[[Any, "JobContext"], object]
 """What :func:`task` decorates: ``fn(payload, ctx)``, plain or ``async def``.
@@ -156,6 +157,25 @@ class Task:
         A value JSON cannot store is a retryable failure.
         """
         raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
+
+    # Outcome hooks (see venturi_sa/worker/outcome_hooks.py): override to change the
+    # application's own rows in the very transaction that records the outcome.
+    def on_complete(self, ctx: OutcomeContext, result: Any) -> None:
+        """Called in the transaction recording ``completed``, after its fenced write; ``ctx.session`` is it.
+
+        Commits with the outcome, never without it; not called if the lease
+        was lost.  Raising rolls everything back and records a retryable failure.
+        """
+
+    def on_retry(self, ctx: OutcomeContext, note: str | None) -> None:
+        """Called in the transaction recording ``retried`` (same guarantees as :meth:`on_complete`)."""
+
+    def on_dead(self, ctx: OutcomeContext, note: str | None) -> None:
+        """Called in the transaction recording ``dead`` (a ``Die``, or the failure reaching ``max_failures``).
+
+        Same guarantees as :meth:`on_complete`.  Not called for a stale
+        recovery reaching the backstop, nor for a payload that cannot be decoded.
+        """
 
 
 def _check_policy(cls: type[Task]) -> None:

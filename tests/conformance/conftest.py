@@ -1,11 +1,15 @@
-"""The storage conformance suite: every Backend verb, against a real PostgreSQL, per driver.
+"""The conformance suite: every Backend verb per driver, and the whole queue per stack.
 
-Two parameters multiply every test here: the ``engine`` fixture is one
-session-scoped engine per sync driver (``psycopg2``, ``psycopg``), on the
-cluster of ``pg_url`` with the drivername swapped, so ``models`` (migrated
-through that engine), ``backend`` and every query a test makes go through
-that driver; the ``backend`` fixture is parametrized by implementation
-(today one, ``sqlalchemy``).
+The verb modules (``test_*_verbs.py``): two parameters multiply every test:
+the ``engine`` fixture is one session-scoped engine per sync driver
+(``psycopg2``, ``psycopg``), on the cluster of ``pg_url`` with the drivername
+swapped, so ``models`` (migrated through that engine), ``backend`` and every
+query a test makes go through that driver; the ``backend`` fixture is
+parametrized by implementation (today one, ``sqlalchemy``).
+
+The stack modules (``test_*_per_stack.py``) override ``engine`` with the
+``stack`` parameter instead (see ``stack_kit.py``): {sync, async} SQLAlchemy
+× {psycopg2, psycopg 3, asyncpg}, each engine made once per session.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import SYNC_DRIVERS, driver_engine
+from driver_kit import SYNC_DRIVERS, Engines
 
 from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
 
@@ -27,12 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 IMPLEMENTATIONS: dict[str, Callable[[Any], Backend]] = {"sqlalchemy": SqlAlchemyBackend}
 
 
+@pytest.fixture(scope="session")
+def engines(pg_url: str) -> Iterator[Engines]:
+    """The test cluster through each driver and flavour, every engine made once (on first use)."""
+    made = Engines(pg_url)
+    yield made
+    made.dispose()
+
+
 @pytest.fixture(scope="session", params=SYNC_DRIVERS)
-def engine(request: pytest.FixtureRequest, pg_url: str) -> Iterator[sa.Engine]:
+def engine(request: pytest.FixtureRequest, engines: Engines) -> sa.Engine:
     """The test cluster through one sync driver (overrides the root ``engine``)."""
-    eng = driver_engine(pg_url, request.param)
-    yield eng
-    eng.dispose()
+    return engines.sync(request.param)
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))

@@ -1,24 +1,23 @@
 """Async enqueue: ``enqueue_async``/``enqueue_many_async`` in the caller's AsyncSession, with the sync semantics.
 
-Commit publishes (and NOTIFYs), rollback leaves nothing, dedup coalesces
-under the same advisory lock and refuses a stricter isolation, bad input
-leaves the session as it was; a sync Session given to an async call (or the
-reverse) is a ``TypeError`` naming the right call.  Run on asyncpg and
-psycopg async.
+Joins the caller's transaction, dedup coalesces and refuses a stricter
+isolation, bad input leaves the session as it was; a sync Session given to
+an async call (or the reverse) is a ``TypeError`` naming the right call.
+Run on asyncpg and psycopg async.  Commit, rollback, NOTIFY and the dedup
+race between two processes are in the conformance suite, per stack.
 """
 
 from __future__ import annotations
 
 import asyncio
-import select
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
-from queue_kit import count, job_row, outcomes, wait_until
+from queue_kit import count, outcomes
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
@@ -54,24 +53,6 @@ def queue(models: Any) -> Queue:
     return Queue(models, [Plain, Refresh])
 
 
-def test_commit_publishes_and_rollback_discards(engine: sa.Engine, models: Any, queue: Queue,
-                                                async_engine: AsyncEngine) -> None:
-    async def main() -> tuple[str, str]:
-        async with AsyncSession(async_engine) as session:
-            kept = (await queue.enqueue_async(session, Plain(text="kept"), delay=timedelta(minutes=1))).id
-            await session.commit()
-        async with AsyncSession(async_engine) as session:
-            dropped = (await queue.enqueue_async(session, Plain(text="dropped"))).id
-            await session.rollback()
-        return kept, dropped
-
-    kept, dropped = asyncio.run(main())
-    row = job_row(engine, models, kept)
-    assert (row.status, row.payload) == ("pending", {"text": "kept"})
-    assert row.visible_at - row.created_at == timedelta(minutes=1)
-    assert count(engine, models.jobs_table, f"WHERE id = '{dropped}'") == 0
-
-
 def test_enqueue_joins_the_callers_transaction(engine: sa.Engine, models: Any, queue: Queue,
                                                async_engine: AsyncEngine) -> None:
     async def main() -> list[str]:
@@ -86,35 +67,6 @@ def test_enqueue_joins_the_callers_transaction(engine: sa.Engine, models: Any, q
 
     ids = asyncio.run(main())
     assert len(set(ids)) == 50 and count(engine, models.jobs_table) == 50
-
-
-def test_the_notify_is_delivered_on_commit_only(engine: sa.Engine, models: Any, queue: Queue,
-                                                async_engine: AsyncEngine) -> None:
-    raw = engine.raw_connection()
-    raw.detach()
-    listener: Any = raw.dbapi_connection
-    listener.autocommit = True
-    listener.cursor().execute(f'LISTEN "{models.names.channel}"')
-
-    def heard() -> int:
-        select.select([listener], [], [], 0.05)
-        listener.poll()
-        n = len(listener.notifies)
-        listener.notifies.clear()
-        return n
-
-    async def enqueue(commit: bool) -> None:
-        async with AsyncSession(async_engine) as session:
-            await queue.enqueue_async(session, Plain(text="x"))
-            await (session.commit() if commit else session.rollback())
-
-    try:
-        asyncio.run(enqueue(commit=False))
-        assert heard() == 0
-        asyncio.run(enqueue(commit=True))
-        wait_until(heard, what="the NOTIFY of a committed async enqueue")
-    finally:
-        listener.close()
 
 
 class Unregistered(Task):
@@ -150,37 +102,6 @@ def test_dedup_coalesces_in_an_async_session(engine: sa.Engine, models: Any, que
     ids = asyncio.run(main())
     assert len(set(ids)) == 1
     assert outcomes(engine, models, ids[0]) == ["merged", "merged"]
-
-
-def test_dedup_race_between_two_async_sessions(engine: sa.Engine, models: Any, queue: Queue,
-                                               async_engine: AsyncEngine) -> None:
-    """The second enqueuer waits on the first's advisory lock, then merges into its committed job."""
-
-    def second_is_waiting() -> bool:
-        with engine.connect() as conn:
-            return bool(conn.scalar(sa.text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")))
-
-    async def main() -> tuple[str, str]:
-        first = AsyncSession(async_engine)
-        second = AsyncSession(async_engine)
-        try:
-            a = (await queue.enqueue_async(first, Refresh(text="first"))).id
-            racing = asyncio.ensure_future(queue.enqueue_async(second, Refresh(text="second")))
-            await asyncio.to_thread(wait_until, second_is_waiting, what="the second enqueuer to wait")
-            assert not racing.done()
-            await first.commit()
-            b = (await racing).id
-            await second.commit()
-            return a, b
-        finally:
-            await first.close()
-            await second.close()
-
-    a, b = asyncio.run(main())
-    assert a == b
-    assert count(engine, models.jobs_table) == 1
-    assert outcomes(engine, models, a) == ["merged"]
 
 
 def test_dedup_refuses_a_stricter_isolation(engine: sa.Engine, models: Any, queue: Queue,

@@ -24,25 +24,9 @@ from queue_kit import (
     wait_until,
 )
 from sqlalchemy.orm import Session
+from worker_kit import steal
 
-from venturi_sa import Complete, JobContext, Models, Queue, Task, Worker
-from venturi_sa.storage import claim as claims
-from venturi_sa.storage import leases
-from venturi_sa.storage.params import ClaimParams, RecoverParams
-
-
-def steal(engine: sa.Engine, models: Models, job_id: str, kind: str, thief: str) -> None:
-    """What a lost lease looks like: the lease expires, another worker recovers the job and reclaims it."""
-    with Session(engine) as session, session.begin():
-        session.execute(sa.update(models.Job).where(models.Job.id == job_id)
-                        .values(claim_expires_at=sa.func.now() - timedelta(seconds=1))
-                        .execution_options(synchronize_session=False))
-        recovered = leases.recover(models, session, RecoverParams(max_failures={kind: 10}))
-        assert [r.id for r in recovered] == [job_id]
-    with Session(engine) as session, session.begin():
-        [job] = claims.claim(models, session, ClaimParams(
-            worker_id=thief, kinds=[kind], limit=1, leases={}, default_lease=timedelta(minutes=5)))
-        assert job.id == job_id and job.run_count == 2
+from venturi_sa import Complete, JobContext, Queue, Task, Worker
 
 
 @pytest.mark.parametrize("use_session", [True, False], ids=["with-ctx-session", "batched"])

@@ -1,28 +1,29 @@
-"""LISTEN on every driver: wake-ups, a terminated listener backend, the async adapters.
+"""LISTEN on every driver: the sync adapters, and a worker's terminated listener backend.
 
-Sync drivers run a real Worker; the async adapters (asyncpg, psycopg async)
-run :class:`~venturi_sa.worker.listener.AsyncListener` on an event loop of
-their own.  A lost connection is made with ``pg_terminate_backend`` on the
-listener's own server process.
+A worker on a sync engine (psycopg2, psycopg) listens in a thread; one on an
+AsyncEngine (asyncpg, psycopg async) runs
+:class:`~venturi_sa.worker.listener.AsyncListener` on the worker loop.  Both
+must reconnect once, log one line each way, wake to catch up and keep waking.
+A lost connection is made with ``pg_terminate_backend`` on the listener's
+own server process.  (The wake-up itself is in the conformance suite.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import SYNC_DRIVERS, driver_engine, driver_url
+from async_kit import ASYNC_DRIVERS, make_async_engine
+from driver_kit import SYNC_DRIVERS, driver_engine
 from queue_kit import Events, enqueue, running, wait_until
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from venturi_sa import Queue, Task, Worker
 from venturi_sa.storage import drivers
-from venturi_sa.worker.listener import AsyncListener
 
 LOST, RESTORED = "LISTEN connection lost", "LISTEN connection restored"
 
@@ -36,6 +37,15 @@ def driver_engine_(request: pytest.FixtureRequest, pg_url: str) -> Iterator[sa.E
     eng = driver_engine(pg_url, request.param)
     yield eng
     eng.dispose()
+
+
+@contextmanager
+def disposed(engine: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if isinstance(engine, sa.Engine):
+            engine.dispose()  # an AsyncEngine's are closed by the worker, on its loop
 
 
 def terminate(engine: sa.Engine, pid: int) -> None:
@@ -86,25 +96,14 @@ def test_the_adapter_reports_a_lost_connection(driver_engine_: sa.Engine, engine
         listening.close()
 
 
-def test_an_idle_worker_wakes_within_2s_every_time(driver_engine_: sa.Engine, models: Any,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
-    queue = Queue(models, [Ping])
-    events = Events()
-    worker = Worker(queue, driver_engine_, poll_interval=30, on_event=events)
-    with caplog.at_level(logging.DEBUG, logger="venturi_sa"), running(worker):
-        events.wait_for("idle")
-        assert worker.listener is not None and worker.listener.connected.wait(20)
-        latencies = [woken(driver_engine_, queue, events) for _ in range(5)]
-    assert max(latencies) < 2.0, latencies
-    assert not messages(caplog, "LISTEN"), messages(caplog, "LISTEN")
-
-
-def test_a_terminated_listener_reconnects_once_and_still_wakes(driver_engine_: sa.Engine, engine: sa.Engine,
+@pytest.mark.parametrize("driver", SYNC_DRIVERS + ASYNC_DRIVERS)
+def test_a_terminated_listener_reconnects_once_and_still_wakes(driver: str, pg_url: str, engine: sa.Engine,
                                                               models: Any, caplog: pytest.LogCaptureFixture) -> None:
     queue = Queue(models, [Ping])
     events = Events()
-    worker = Worker(queue, driver_engine_, poll_interval=30, on_event=events)
-    with caplog.at_level(logging.INFO, logger="venturi_sa"), running(worker):
+    worker_engine = make_async_engine(pg_url, driver) if driver in ASYNC_DRIVERS else driver_engine(pg_url, driver)
+    worker = Worker(queue, worker_engine, poll_interval=30, on_event=events)
+    with caplog.at_level(logging.INFO, logger="venturi_sa"), disposed(worker_engine), running(worker):
         events.wait_for("idle")
         listener = worker.listener
         assert listener is not None and listener.connected.wait(20)
@@ -113,49 +112,8 @@ def test_a_terminated_listener_reconnects_once_and_still_wakes(driver_engine_: s
         terminate(engine, old)
         wait_until(lambda: messages(caplog, RESTORED), what="the recovery line")
         assert listener.backend_pid not in (None, old)
-        assert woken(driver_engine_, queue, events) < 2.0
-        assert woken(driver_engine_, queue, events) < 2.0
+        assert woken(engine, queue, events) < 2.0
+        assert woken(engine, queue, events) < 2.0
     assert len(messages(caplog, LOST)) == 1, messages(caplog, "LISTEN")
     assert len(messages(caplog, RESTORED)) == 1, messages(caplog, "LISTEN")
     assert listener.reconnects.losses == 1 and not listener.deaf.is_set()
-
-
-# -- the async adapters ---------------------------------------------------------------------
-
-@pytest.mark.parametrize("driver", ["asyncpg", "psycopg_async"])
-def test_the_async_listener_wakes_and_reconnects(driver: str, pg_url: str, engine: sa.Engine,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    channel = f"venturi_t_{driver}"
-
-    async def scenario() -> None:
-        async_engine = create_async_engine(driver_url(pg_url, driver))
-        assert async_engine.dialect.is_async
-        wake, stopping = asyncio.Event(), asyncio.Event()
-        listener = AsyncListener(async_engine, channel, wake, stopping)
-        task = asyncio.create_task(listener.run())
-
-        async def woken_by_notify() -> None:
-            await asyncio.wait_for(listener.connected.wait(), 20)
-            wake.clear()
-            async with async_engine.begin() as conn:
-                await conn.execute(drivers.notify_statement(channel, "job"))
-            await asyncio.wait_for(wake.wait(), 2)
-
-        try:
-            await woken_by_notify()
-            pid = listener.backend_pid
-            assert pid is not None
-            wake.clear()
-            await asyncio.to_thread(terminate, engine, pid)
-            await asyncio.wait_for(wake.wait(), 20)  # the catch-up wake after the reconnect
-            assert listener.backend_pid not in (None, pid)
-            await woken_by_notify()
-        finally:
-            stopping.set()
-            await asyncio.wait_for(task, 10)
-            await async_engine.dispose()
-        assert listener.reconnects.losses == 1 and not listener.deaf.is_set()
-
-    with caplog.at_level(logging.INFO, logger="venturi_sa"):
-        asyncio.run(scenario())
-    assert len(messages(caplog, LOST)) == 1 and len(messages(caplog, RESTORED)) == 1, messages(caplog, "LISTEN")

@@ -24,6 +24,7 @@ from marshmallow import Schema, fields
 from pgbouncer_kit import CONNECT_ARGS, PgBouncer
 from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
+from worker_kit import steal
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker, make_models
 from venturi_sa.models import JobBase
@@ -155,12 +156,6 @@ def test_a_polling_worker_drains_the_queue(bounced: sa.Engine, engine: sa.Engine
 
 def test_fencing_discards_a_zombies_outcome(bounced: sa.Engine, engine: sa.Engine, models: Any, prefix: str,
                                            caplog: pytest.LogCaptureFixture) -> None:
-    from datetime import timedelta
-
-    from venturi_sa.storage import claim as claims
-    from venturi_sa.storage import leases
-    from venturi_sa.storage.params import ClaimParams, RecoverParams
-
     side = side_table(engine, prefix)
 
     class Zombie(Task):
@@ -169,14 +164,7 @@ def test_fencing_discards_a_zombies_outcome(bounced: sa.Engine, engine: sa.Engin
         def run(self, ctx: JobContext) -> Complete:
             side_write(ctx.session, side, ctx.job_id, ctx.run_count, "late")
             ctx.session.flush()
-            with Session(bounced) as session, session.begin():
-                session.execute(sa.update(models.Job).where(models.Job.id == ctx.job_id)
-                                .values(claim_expires_at=sa.func.now() - timedelta(seconds=1))
-                                .execution_options(synchronize_session=False))
-                leases.recover(models, session, RecoverParams(max_failures={"zombie": 10}))
-            with Session(bounced) as session, session.begin():
-                claims.claim(models, session, ClaimParams(worker_id="thief:1", kinds=["zombie"], limit=1,
-                                                          leases={}, default_lease=timedelta(minutes=5)))
+            steal(bounced, models, ctx.job_id, "zombie")  # through the pooler too
             return Complete("too late")
 
     queue = Queue(models, [Zombie])

@@ -1,4 +1,4 @@
-"""The operations reach storage only through the Backend seam (``backend_for``).
+"""The operations (and the dashboard) reach storage only through the Backend seam (``backend_for``).
 
 ``venturi_sa/ops`` may import the storage modules' params, result and action
 *data* (names starting with a capital letter), ``backend_for`` and the error
@@ -14,6 +14,7 @@ from pathlib import Path
 import venturi_sa.ops
 
 OPS = Path(venturi_sa.ops.__file__).parent
+WEB = OPS.parent / "web"  # the dashboard reads the same way (its SQL is storage/dashboard.py)
 SQL_BUILDERS = {"text", "select", "update", "delete", "insert", "func", "literal", "tuple_"}
 
 
@@ -31,7 +32,8 @@ def _imports(path: Path) -> list[tuple[str, str]]:
 def test_ops_modules_use_the_storage_seam_only() -> None:
     modules = sorted(OPS.glob("*.py"))
     assert {p.name for p in modules} >= {"records.py", "history.py", "stats.py", "cleanup.py", "admin.py"}
-    for path in modules:
+    assert {p.name for p in WEB.glob("*.py")} >= {"app.py", "queries.py", "routes.py"}
+    for path in modules + sorted(WEB.glob("*.py")):
         for module, name in _imports(path):
             if module == "venturi_sa.storage.backend":
                 assert name == "backend_for", (path.name, name)
@@ -43,7 +45,7 @@ def test_ops_modules_use_the_storage_seam_only() -> None:
 
 
 def test_ops_modules_build_no_sql() -> None:
-    for path in sorted(OPS.glob("*.py")):
+    for path in sorted(OPS.glob("*.py")) + sorted(WEB.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sa":
                 assert node.attr not in SQL_BUILDERS, (path.name, node.lineno, node.attr)

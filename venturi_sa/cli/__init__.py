@@ -1,4 +1,4 @@
-"""The ``venturi`` command line: workers, migrations, stats, jobs, cleanup, quick start.
+"""The ``venturi`` command line: workers, migrations, stats, jobs, cleanup, quick start, dashboard.
 
 ``main`` is the console-script entry point; ``cli`` is the click group (for
 ``click.testing.CliRunner``).  See ``docs/cli.md``.
@@ -10,6 +10,7 @@ import venturi_sa.cli.jobs  # noqa: F401 - each module registers its commands
 import venturi_sa.cli.migrate  # noqa: F401
 import venturi_sa.cli.ops  # noqa: F401
 import venturi_sa.cli.quickstart  # noqa: F401
+import venturi_sa.cli.web_cmd  # noqa: F401
 import venturi_sa.cli.worker_cmd  # noqa: F401
 from venturi_sa.cli.main import cli, main
 

@@ -14,19 +14,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import click
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 import alembic_venturi
 from venturi_sa.cli.failures import CliError, first_line
+from venturi_sa.cli.options import DEFAULTED_META
+from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import make_models
 from venturi_sa.queue import Queue
+from venturi_sa.storage.catalog import queue_prefixes
 from venturi_sa.storage.drivers import DEFAULT_SYNC, DRIVERS, Driver
 
 NO_DSN = "no database given: pass --dsn postgresql://user:password@host/dbname or set VENTURI_DSN"
 BACKENDS = {"postgres", "postgresql"}
 CONNECT_TIMEOUT = 10
+SHOWN_QUEUES = 10  # queue prefixes named in the "no such queue" error
 # Query keys of SQLAlchemy's asyncpg dialect that libpq (the sync drivers) does not know.
 ASYNCPG_ONLY = ("prepared_statement_cache_size", "statement_cache_size", "prepared_statement_name_func")
 
@@ -113,6 +118,23 @@ def check_schema(engine: sa.Engine, prefix: str) -> None:
         alembic_venturi.check_current(engine, prefix)
     except OperationalError as exc:
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
+    except SchemaNotMigrated:
+        ctx = click.get_current_context(silent=True)
+        if ctx is None or not ctx.meta.get(DEFAULTED_META) or _exists(engine, prefix):
+            raise
+        with engine.connect() as conn:
+            found = queue_prefixes(conn)
+        more = f" and {len(found) - SHOWN_QUEUES} more" if len(found) > SHOWN_QUEUES else ""
+        there = (f"queues in this database: {', '.join(found[:SHOWN_QUEUES])}{more}" if found
+                 else "this database has no venturi queue yet")
+        raise CliError(f"no queue {prefix!r} here (the default prefix; none was given): name yours with "
+                       f"--prefix, VENTURI_PREFIX or --app ({there})") from None
+
+
+def _exists(engine: sa.Engine, prefix: str) -> bool:
+    """True if queue ``prefix`` has tables (so a not-at-head error is about its version, not its name)."""
+    with engine.connect() as conn:
+        return prefix in queue_prefixes(conn)
 
 
 def ping(engine: sa.Engine) -> None:

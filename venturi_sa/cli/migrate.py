@@ -9,13 +9,14 @@ import alembic_venturi
 from venturi_sa.cli.connect import opened
 from venturi_sa.cli.failures import CliError
 from venturi_sa.cli.main import cli
-from venturi_sa.cli.options import dsn_option, json_option, prefix_option
+from venturi_sa.cli.options import app_option, dsn_option, json_option, prefix_option
 from venturi_sa.cli.output import emit_json
 
 REVISION_HELP = f"Target revision (v1 ... {alembic_venturi.HEAD}, or head)."
 
 
 @cli.command()
+@app_option
 @dsn_option
 @prefix_option
 @click.option("--revision", default="head", show_default=True, help=REVISION_HELP)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from venturi_sa.errors import BadPrefix
 from venturi_sa.prefix import validate_prefix
@@ -17,16 +18,49 @@ DEFAULT_PREFIX = "venturi"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+APP_META = "venturi.app"  # ctx.meta: the WorkerApp named by --app
+DEFAULTED_META = "venturi.prefix_defaulted"  # ctx.meta: --prefix fell back to DEFAULT_PREFIX
+
+
 def check_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """The validated prefix: typed, from VENTURI_PREFIX, from --app's queue, or the default."""
+    if ctx.get_parameter_source(param.name or "prefix") is ParameterSource.DEFAULT:
+        app = ctx.meta.get(APP_META)
+        if app is not None:
+            return str(app.queue.prefix)
+        ctx.meta[DEFAULTED_META] = True
     try:
         return validate_prefix(value)
     except BadPrefix as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
+def load_app_option(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        from venturi_sa.cli.worker_cmd import load_app
+
+        ctx.meta[APP_META] = load_app(value)
+
+
+def dsn_from_app(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--dsn`` / ``VENTURI_DSN``, else the URL of the engine --app's WorkerApp gives (if any)."""
+    app = ctx.meta.get(APP_META)
+    if value or app is None:
+        return value
+    engine = app.get_engine()
+    return None if engine is None else str(engine.url.render_as_string(hide_password=False))
+
+
+def app_option(fn: F) -> F:
+    return click.option(
+        "--app", "-a", metavar="APP", is_eager=True, expose_value=False, callback=load_app_option,
+        help="Take the queue's prefix (and, without --dsn, its database) from APP, as `venturi worker APP`.",
+    )(fn)
+
+
 def dsn_option(fn: F) -> F:
     return click.option(
-        "--dsn", "-d", envvar="VENTURI_DSN", metavar="URL",
+        "--dsn", "-d", envvar="VENTURI_DSN", metavar="URL", callback=dsn_from_app,
         help="Database URL, e.g. postgresql://user:password@host/dbname  [env: VENTURI_DSN]",
     )(fn)
 
@@ -43,5 +77,5 @@ def json_option(fn: F) -> F:
 
 
 def queue_options(fn: F) -> F:
-    """``--dsn``, ``--prefix`` and ``--json``, in that order in ``--help``."""
-    return dsn_option(prefix_option(json_option(fn)))
+    """``--app``, ``--dsn``, ``--prefix`` and ``--json``, in that order in ``--help``."""
+    return app_option(dsn_option(prefix_option(json_option(fn))))

@@ -41,7 +41,7 @@ def emit_json(value: Any) -> None:
 
 
 def cell(value: Any) -> str:
-    """One table cell: times in UTC to the second, durations short, JSON compact."""
+    """One table cell: times in UTC to the second, durations short, JSON compact, text on one line."""
     if value is None:
         return EMPTY
     if isinstance(value, enum.Enum):
@@ -54,7 +54,14 @@ def cell(value: Any) -> str:
         return format_duration(value)
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"), default=str)
-    return str(value)
+    return one_line(str(value))
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its lines joined by `` | `` (a multi-line note must not break a table)."""
+    if "\n" not in text and "\r" not in text:
+        return text
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()) -> str:

@@ -39,6 +39,13 @@ QUIET_FORMAT = "      log: %(levelname)s %(name)s: %(message)s"
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
+class WithoutTraceback(logging.Formatter):
+    """Log lines without their tracebacks (the demo's failure is intended; ``-v`` shows them)."""
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        return ""
+
+
 def say(text: str = "") -> None:
     click.echo(text)
 
@@ -146,7 +153,9 @@ def _indent(text: str) -> str:
 @click.option("--timeout", type=click.FloatRange(5, 3600), default=60.0, show_default=True,
               help="Give up if the demo jobs are not all finished after this many seconds.")
 @click.option("--verbose", "-v", is_flag=True, help="Also show the worker's log.")
-def quickstart(dsn: str | None, prefix: str, timeout: float, verbose: bool) -> None:
+@click.option("--web", "web_port", type=click.IntRange(1, 65535), is_flag=False, flag_value=8787, default=None,
+              help="Then keep the dashboard up on the demo data (port 8787 unless given) until Ctrl-C.")
+def quickstart(dsn: str | None, prefix: str, timeout: float, verbose: bool, web_port: int | None) -> None:
     """See venturi work: migrate, enqueue an order's jobs, run a worker, show the results.
 
     With no --dsn a temporary local PostgreSQL cluster is started from the
@@ -154,6 +163,9 @@ def quickstart(dsn: str | None, prefix: str, timeout: float, verbose: bool) -> N
     """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format=LOG_FORMAT if verbose else QUIET_FORMAT)
+    if not verbose:  # the demo's failure is intended: its one-line warning, without the traceback
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(WithoutTraceback(QUIET_FORMAT))
     queue = Queue(make_models(prefix), demo.TASKS)
     with database(dsn) as engine:
         step(2, f"migrating queue {prefix!r} (tables {prefix}_jobs, {prefix}_journal) to {alembic_venturi.HEAD}")
@@ -168,6 +180,10 @@ def quickstart(dsn: str | None, prefix: str, timeout: float, verbose: bool) -> N
         step(4, f"running a worker (concurrency {CONCURRENCY}) until every job is completed or dead")
         drain(queue, engine, demo.all_ids(roles), timeout)
         show_results(queue, engine, roles)
+        if web_port is not None:
+            from venturi_sa.cli.web_cmd import serve_dashboard
+            say()
+            serve_dashboard(engine, prefix, port=web_port)
         if dsn is not None:
             say()
             say(f"left the tables {prefix}_jobs and {prefix}_journal in place; remove them with "

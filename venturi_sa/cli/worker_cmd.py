@@ -7,18 +7,23 @@ import importlib
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
+from sqlalchemy import Engine
 
-from venturi_sa.cli.connect import opened
+from venturi_sa.cli.connect import NO_DSN, check_schema, opened
 from venturi_sa.cli.failures import CliError, CliUsageError
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
-from venturi_sa.queue import Queue
-from venturi_sa.worker import Worker
+from venturi_sa.errors import VenturiError
+from venturi_sa.worker.app import WorkerApp, as_worker_app
 from venturi_sa.worker.joblog import RunContextFilter
 
+F = TypeVar("F", bound=Callable[..., Any])
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
 
 
@@ -34,11 +39,13 @@ def setup_logging(verbose: int) -> None:
         logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
 
 
-def load_queue(app: str) -> Queue:
-    """Import ``package.module:attribute`` and return the :class:`Queue` it names.
+def load_app(app: str) -> WorkerApp:
+    """Import ``package.module:attribute`` and return it as a :class:`~venturi_sa.WorkerApp`.
 
     The current directory is importable, as for ``python -m``.  The attribute
-    may be a dotted path, or a function of no arguments returning the queue.
+    may be a dotted path; it names a Queue, a WorkerApp, an object carrying
+    one (a Flask app with the venturi extension) or a function of no
+    arguments returning one of those.  Anything else is a one-line error.
     """
     module_name, sep, attr = app.partition(":")
     if not sep or not module_name or not attr:
@@ -54,11 +61,10 @@ def load_queue(app: str) -> Queue:
             target = getattr(target, part)
         except AttributeError:
             raise CliError(f"module {module_name!r} has no attribute {attr!r} (from APP {app!r})") from None
-    if callable(target) and not isinstance(target, Queue):
-        target = target()
-    if not isinstance(target, Queue):
-        raise CliError(f"APP {app!r} is a {type(target).__name__}, not a venturi_sa.Queue")
-    return target
+    try:
+        return as_worker_app(target, f"APP {app!r}")
+    except (TypeError, VenturiError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def split_kinds(value: str | None) -> list[str] | None:
@@ -70,85 +76,122 @@ def split_kinds(value: str | None) -> list[str] | None:
     return kinds
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What a worker process needs to build its own engine and Worker (picklable, for --processes)."""
+@contextmanager
+def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency: int) -> Iterator[Any]:
+    """``--dsn`` (or ``VENTURI_DSN``) if given, else the app's engine; checked to be migrated."""
+    if dsn:
+        with opened(dsn, prefix, concurrency=concurrency) as engine:
+            yield engine
+        return
+    try:
+        app_engine = worker_app.get_engine()
+    except VenturiError as exc:
+        raise CliError(str(exc)) from None
+    if app_engine is None:
+        raise CliError(NO_DSN + " (or give APP an engine: venturi_sa.WorkerApp(queue, engine=...))")
+    check_schema(app_engine if isinstance(app_engine, Engine) else app_engine.sync_engine, prefix)
+    yield app_engine
 
-    app: str
-    dsn: str | None
-    kinds: list[str] | None
-    concurrency: int
-    poll_interval: float
-    grace: float
-    listen: bool
-    worker_id: str | None
-    metrics_port: int | None
-    verbose: int
+
+def worker_options(fn: F) -> F:
+    """The options of ``venturi worker`` (also ``flask venturi worker``'s)."""
+    for option in reversed((
+        dsn_option,
+        click.option("--kinds", "-k", metavar="KIND,...", help="Only run these task kinds (default: all registered)."),
+        click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=10, show_default=True,
+                     help="Jobs run at once (threads)."),
+        click.option("--poll-interval", type=click.FloatRange(0.01, 3600), default=5.0, show_default=True,
+                     help="Longest idle sleep in seconds between claim attempts."),
+        click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
+                     help="Seconds running jobs get to finish on SIGTERM/SIGINT before they are released."),
+        click.option("--no-listen", is_flag=True,
+                     help="Do not LISTEN for new jobs; poll only (e.g. behind PgBouncer in transaction mode)."),
+        click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid)."),
+        click.option("--metrics-port", type=click.IntRange(1, 65535), metavar="PORT",
+                     help="Serve Prometheus metrics on this port (needs venturi[metrics])."),
+        click.option("--verbose", "-v", count=True, help="-v: debug logs from venturi; -vv: also SQL."),
+    )):
+        fn = option(fn)
+    return fn
 
 
-def run_worker(settings: WorkerSettings, index: int | None = None) -> None:
-    """One worker process: load the queue, open the engine, run until SIGTERM/SIGINT.
+def typed_options() -> set[str] | None:
+    """The names of the options typed on the current command line (None outside a click command)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    return {name for name in ctx.params if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT}
 
-    ``index`` is set in a child of ``--processes``: its ``worker_id`` gets a
-    ``/index`` suffix and its metrics port is ``metrics_port + index``.
+
+def _given(worker_app: WorkerApp, values: dict[str, Any], typed_names: set[str] | None) -> dict[str, Any]:
+    """The worker options: each value typed on the command line, else the app's, else the option's default."""
+    if typed_names is None:
+        typed_names = typed_options()
+    chosen = {}
+    for name, value in values.items():
+        key = "listen" if name == "no_listen" else name
+        typed = typed_names is None or name in typed_names
+        if typed or key not in worker_app.options:
+            chosen[key] = not value if name == "no_listen" else value
+    return chosen
+
+
+def run_worker(worker_app: WorkerApp, *, dsn: str | None, kinds: str | None, concurrency: int,
+               poll_interval: float, grace: float, no_listen: bool, worker_id: str | None,
+               metrics_port: int | None, verbose: int, typed: set[str] | None = None) -> None:
+    """Build the app's worker from the command line's options and run it until it stops.
+
+    ``typed``: the options typed on the command line (default: read from the
+    current click context), which win over the app's own options.
     """
-    queue = load_queue(settings.app)
-    with opened(settings.dsn, queue.prefix, concurrency=settings.concurrency) as engine:
-        setup_logging(settings.verbose)
-        hook = None
-        if settings.metrics_port is not None:
+    prefix = worker_app.queue.prefix
+    with engine_for(worker_app, dsn, prefix, concurrency) as engine:  # one line on stderr if not migrated
+        setup_logging(verbose)
+        options = _given(worker_app, {"concurrency": concurrency, "poll_interval": poll_interval, "grace": grace,
+                                      "no_listen": no_listen, "worker_id": worker_id}, typed)
+        if metrics_port is not None:
             from venturi_sa.metrics import PrometheusMetrics, serve
 
-            hook = PrometheusMetrics()
-            serve(settings.metrics_port + (index or 0))
-        worker_id = settings.worker_id
-        if worker_id is not None and index is not None:
-            worker_id = f"{worker_id}/{index}"
-        runner = Worker(queue, engine, kinds=settings.kinds, concurrency=settings.concurrency,
-                        poll_interval=settings.poll_interval, grace=settings.grace, listen=settings.listen,
-                        worker_id=worker_id, on_event=hook)
+            options["on_event"] = PrometheusMetrics()
+            serve(metrics_port)
+        runner = worker_app.worker(engine, kinds=split_kinds(kinds), **options)
         runner.run()
     logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
 
 
-def _child(settings: WorkerSettings, index: int) -> None:
-    run_worker(settings, index)
+def _child(app: str, options: dict[str, Any], typed: set[str] | None, index: int) -> None:
+    """One process of ``--processes``: its own app, engine and worker (worker id ``ID/index``, metrics PORT+index)."""
+    options = dict(options)
+    if options.get("worker_id"):
+        options["worker_id"] = f"{options['worker_id']}/{index}"
+    if options.get("metrics_port") is not None:
+        options["metrics_port"] += index
+    run_worker(load_app(app), typed=typed, **options)
 
 
-def supervise(settings: WorkerSettings, processes: int) -> None:
-    """``--processes N``: check the app and schema here, then run N worker processes (see supervisor)."""
+def supervise(app: str, processes: int, options: dict[str, Any]) -> None:
+    """``--processes N``: check the app and its schema here, then run N worker processes (see the supervisor)."""
     from venturi_sa.worker.supervisor import Supervisor
 
-    queue = load_queue(settings.app)
-    with opened(settings.dsn, queue.prefix, concurrency=1):  # one line on stderr if not migrated
+    worker_app = load_app(app)
+    with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1):  # one line if not migrated
         pass
-    setup_logging(settings.verbose)
-    grace_and_joins = settings.grace + 60.0
-    Supervisor(functools.partial(_child, settings), processes, stop_timeout=grace_and_joins).run()
+    setup_logging(options.get("verbose", 0))
+    target = functools.partial(_child, app, options, typed_options())
+    Supervisor(target, processes, stop_timeout=float(options.get("grace", 30.0)) + 60.0).run()
 
 
 @cli.command()
 @click.argument("app", metavar="APP")
-@dsn_option
-@click.option("--kinds", "-k", metavar="KIND,...", help="Only run these task kinds (default: all registered).")
-@click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=10, show_default=True,
-              help="Jobs run at once (threads).")
-@click.option("--poll-interval", type=click.FloatRange(0.01, 3600), default=5.0, show_default=True,
-              help="Longest idle sleep in seconds between claim attempts.")
-@click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
-              help="Seconds running jobs get to finish on SIGTERM/SIGINT before they are released.")
-@click.option("--no-listen", is_flag=True,
-              help="Do not LISTEN for new jobs; poll only (e.g. behind PgBouncer in transaction mode).")
-@click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid).")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), metavar="PORT",
-              help="Serve Prometheus metrics on this port (needs venturi[metrics]).")
+@worker_options
 @click.option("--processes", "-p", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Worker processes to run (a supervisor restarts any that dies).")
-@click.option("--verbose", "-v", count=True, help="-v: debug logs from venturi; -vv: also SQL.")
-def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_interval: float,
-           grace: float, no_listen: bool, worker_id: str | None, metrics_port: int | None,
-           processes: int, verbose: int) -> None:
+def worker(app: str, processes: int, **options: Any) -> None:
     """Run a worker for the Queue at APP ('package.module:queue') until stopped.
+
+    APP may also name a venturi_sa.WorkerApp (which may give the engine and
+    the worker's hooks: then --dsn is optional), a Flask app with the
+    venturi extension, or a function of no arguments returning one.
 
     SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
@@ -158,10 +201,7 @@ def worker(app: str, dsn: str | None, kinds: str | None, concurrency: int, poll_
     --concurrency threads), forwards SIGTERM/SIGINT to them and restarts one
     that dies, with backoff; metrics are served on PORT, PORT+1, ...
     """
-    settings = WorkerSettings(app=app, dsn=dsn, kinds=split_kinds(kinds), concurrency=concurrency,
-                              poll_interval=poll_interval, grace=grace, listen=not no_listen,
-                              worker_id=worker_id, metrics_port=metrics_port, verbose=verbose)
     if processes > 1:
-        supervise(settings, processes)
+        supervise(app, processes, options)
     else:
-        run_worker(settings)
+        run_worker(load_app(app), **options)

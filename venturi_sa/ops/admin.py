@@ -5,7 +5,8 @@ status, changes it and appends one journal row with the operator's note.  On
 commit both the change and its journal row exist; a refused action (unknown
 job, or a status the action does not apply to) or any error rolls back and
 changes nothing; a crash before commit leaves the job as it was.  A worker still running a released
-job finds its fence broken and its outcome is discarded.
+job finds its fence broken and its outcome is discarded.  ``actor`` (who acted,
+e.g. the dashboard's user) is written into the journal note; None reads ``operator``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ _HINTS = {
 
 
 def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
-           note: str | None) -> JobInfo:
+           note: str | None, actor: str | None) -> JobInfo:
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
-    params = AdminParams(job_id=job_id, action=action, note=note)
+    params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
         result = backend_for(models).admin_apply(session, params)
         if result.job is None:
@@ -45,16 +46,19 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
         return JobInfo(**result.job._mapping)
 
 
-def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+            actor: str | None = None) -> JobInfo:
     """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``."""
-    return _admin(models, engine, job_id, REQUEUE, note)
+    return _admin(models, engine, job_id, REQUEUE, note, actor)
 
 
-def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+         actor: str | None = None) -> JobInfo:
     """``pending`` → ``dead`` with ``finished_at`` set; journaled ``dead``."""
-    return _admin(models, engine, job_id, KILL, note)
+    return _admin(models, engine, job_id, KILL, note, actor)
 
 
-def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None) -> JobInfo:
+def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
+            actor: str | None = None) -> JobInfo:
     """``claimed`` → ``pending``, visible now, claim cleared, no failure counted; journaled ``released``."""
-    return _admin(models, engine, job_id, RELEASE, note)
+    return _admin(models, engine, job_id, RELEASE, note, actor)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from alembic_venturi.runner import fix_hint
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import Models
 from venturi_sa.storage.faults import is_undefined_table
@@ -37,6 +38,5 @@ def short_transaction(models: Models, engine: sa.Engine, isolation: str | None =
         if is_undefined_table(exc):
             raise SchemaNotMigrated(
                 f"queue {models.prefix!r} is not migrated (or is at an older version): "
-                f"run `venturi migrate --prefix {models.prefix}` or "
-                f"alembic_venturi.upgrade(engine, {models.prefix!r})") from exc
+                f"{fix_hint(models.prefix)}") from exc
         raise

@@ -54,11 +54,15 @@ RELEASE = AdminAction(name="release", verb="released", from_status=Status.CLAIME
 
 @dataclass(frozen=True, kw_only=True)
 class AdminParams:
-    """Apply ``action`` to one job; ``note`` is the operator's, appended to the journal note."""
+    """Apply ``action`` to one job; ``note`` is the operator's, appended to the journal note.
+
+    ``actor`` names who acted (e.g. ``"alice via web"``); None journals it as ``operator``.
+    """
 
     job_id: str
     action: AdminAction
     note: str | None = None
+    actor: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,8 +96,8 @@ def _values(action: AdminAction) -> dict[str, Any]:
     return values
 
 
-def journal_note(action: AdminAction, note: str | None) -> str:
-    head = f"{action.verb} by operator"
+def journal_note(action: AdminAction, note: str | None, actor: str | None = None) -> str:
+    head = f"{action.verb} by {actor or 'operator'}"
     return f"{head}: {note}" if note else head
 
 
@@ -126,5 +130,5 @@ def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[A
         return None
     runner.execute(sa.insert(models.JournalEntry).values(
         job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
-        note=journal_note(action, params.note), attachment=None))
+        note=journal_note(action, params.note, params.actor), attachment=None))
     return row

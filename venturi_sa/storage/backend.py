@@ -20,7 +20,18 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa.models import JobBase, Models
-from venturi_sa.storage import admin, claim, cleanup, enqueue, history, leases, outcomes, stats
+from venturi_sa.storage import (
+    admin,
+    checkpoint,
+    claim,
+    cleanup,
+    dashboard,
+    enqueue,
+    history,
+    leases,
+    outcomes,
+    stats,
+)
 from venturi_sa.storage.params import (
     ClaimedJob,
     ClaimParams,
@@ -58,6 +69,9 @@ class Backend(Protocol):
 
     def ping(self, runner: Runner) -> None:
         """One round trip: raises if the database cannot be reached."""
+
+    def checkpoint(self, runner: Runner, params: checkpoint.CheckpointParams) -> bool:
+        """Save a running job's carry if its run still holds the claim (fenced); True if written."""
 
     # -- enqueue (the caller's session) -----------------------------------------------
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
@@ -100,6 +114,28 @@ class Backend(Protocol):
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         """Lock the job, apply one operator transition if its status allows, and journal it."""
 
+    # -- the dashboard (read-only) ---------------------------------------------------------
+    def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
+        """One filtered keyset page of jobs, newest first, reading at most ``params.scan`` rows."""
+
+    def dashboard_counts(self, runner: Runner, params: dashboard.WindowParams) -> dashboard.OverviewCounts:
+        """Live counts by kind, dead by kind, and jobs finished in the window by kind and status."""
+
+    def dashboard_activity(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
+        """``(bucket, outcome, count)`` of the journal entries recorded in the window."""
+
+    def dashboard_latency(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
+        """``(bucket, p50, p95, count)`` enqueue-to-completed seconds of jobs finished in the window."""
+
+    def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
+        """One job's row, its journal in order and the database clock (row None: no such job)."""
+
+    def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
+        """Claimed jobs grouped by ``claimed_by``, and the claimed jobs themselves (bounded)."""
+
+    def dashboard_token(self, runner: Runner) -> tuple[Any, ...]:
+        """A value that changes whenever a job is added or a journal row is written."""
+
 
 class SqlAlchemyBackend:
     """The SQLAlchemy implementation of :class:`Backend` for one queue's models."""
@@ -124,6 +160,9 @@ class SqlAlchemyBackend:
 
     def ping(self, runner: Runner) -> None:
         runner.execute(sa.select(sa.literal(1)))
+
+    def checkpoint(self, runner: Runner, params: checkpoint.CheckpointParams) -> bool:
+        return checkpoint.write_checkpoint(self.models, runner, params)
 
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
         return enqueue.insert_jobs(self.models, session, params)
@@ -163,6 +202,27 @@ class SqlAlchemyBackend:
 
     def admin_apply(self, runner: Runner, params: admin.AdminParams) -> admin.AdminResult:
         return admin.apply(self.models, runner, params)
+
+    def dashboard_jobs(self, runner: Runner, params: dashboard.JobPageParams) -> dashboard.JobPage:
+        return dashboard.fetch_job_page(self.models, runner, params)
+
+    def dashboard_counts(self, runner: Runner, params: dashboard.WindowParams) -> dashboard.OverviewCounts:
+        return dashboard.fetch_overview_counts(self.models, runner, params)
+
+    def dashboard_activity(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
+        return dashboard.fetch_activity(self.models, runner, params)
+
+    def dashboard_latency(self, runner: Runner, params: dashboard.WindowParams) -> Sequence[sa.Row[Any]]:
+        return dashboard.fetch_latency(self.models, runner, params)
+
+    def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
+        return dashboard.fetch_job_detail(self.models, runner, params.job_id)
+
+    def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
+        return dashboard.fetch_workers(self.models, runner)
+
+    def dashboard_token(self, runner: Runner) -> tuple[Any, ...]:
+        return dashboard.fetch_token(self.models, runner)
 
 
 @lru_cache(maxsize=256)

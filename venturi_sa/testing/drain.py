@@ -28,6 +28,7 @@ from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams,
 from venturi_sa.testing.pipeline import new_run, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.executor import exception_note, failure
+from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.worker.producer import DEFAULT_LEASE
 
 TEST_WORKER = f"venturi.testing:{os.getpid()}"
@@ -101,8 +102,10 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     Only what ``session`` sees is run: its own uncommitted jobs, and
     committed ones.  Each job is claimed, run and recorded as a worker
     would (``run_count``, carry, fenced outcome, journal row), with
-    ``ctx.session`` the test's session inside a savepoint; nothing is
-    committed, so it all rolls back with the test.
+    ``ctx.session`` the test's session inside a savepoint; the task's
+    outcome hook (``on_complete``/``on_retry``/``on_dead``) runs in the
+    session after the outcome is written; ``ctx.checkpoint()`` writes there
+    too.  Nothing is committed, so it all rolls back with the test.
 
     ``kinds`` limits the run to some kinds.  ``with_scheduled`` also runs
     jobs scheduled for later that never ran (retries and pauses wait for
@@ -180,7 +183,7 @@ def _end(savepoint: SessionTransaction, action: Callable[[SessionTransaction], N
 
 def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool) -> DrainedRun:
     """Run one claimed job in a savepoint of ``session`` and record its outcome there."""
-    run = new_run(job, lambda: session)
+    run = new_run(job, lambda: session, queue.registry, backend_for(queue.models))
     savepoint = session.begin_nested()
     result = run_pipeline(run, queue.registry)
     assert run.params is not None
@@ -203,6 +206,9 @@ def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool)
     if params.fence not in held:
         raise DrainError(f"job {job.id} run {job.run_count} is no longer claimed, so its outcome "
                          f"({params.outcome.value}) was not recorded: did the handler roll back ctx.session?")
+    hook = hook_call(run, params)
+    if hook is not None:
+        hook(session)  # Task.on_complete/on_retry/on_dead, in the transaction recording the outcome
     return DrainedRun(job_id=job.id, kind=job.kind, run_no=job.run_count, outcome=params.outcome, note=params.note)
 
 

@@ -113,7 +113,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
                      claimed_by=TEST_WORKER)
     s = as_session(session) if session is not None else None
     savepoint = s.begin_nested() if s is not None else None
-    run = new_run(job, lambda: _session_or_fail(s))
+    run = new_run(job, lambda: _session_or_fail(s), registry)
     result = run_pipeline(run, registry)
     if savepoint is not None and savepoint.is_active:
         if run.failed:

@@ -17,13 +17,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
 from venturi_sa.worker.completer import log_lost, log_recorded, retrying
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.run import Run
 
@@ -37,12 +37,12 @@ class Batcher(threading.Thread):
     submitted run whose outcome was written (or given up on).
     """
 
-    def __init__(self, backend: Backend, engine: sa.Engine, done: Callable[[list[tuple[Run, bool]]], None],
+    def __init__(self, backend: Backend, conns: Connections, done: Callable[[list[tuple[Run, bool]]], None],
                  retry_for: Callable[[Sequence[Run]], float], abort: threading.Event, *,
                  max_backlog: int, flush_interval: float = 0.005, max_batch: int = 200) -> None:
         super().__init__(name=f"venturi-completer-{backend.models.prefix}", daemon=True)
         self.backend = backend
-        self.engine = engine
+        self.conns = conns
         self.done = done
         self.retry_for = retry_for
         self.abort = abort
@@ -125,9 +125,8 @@ class Batcher(threading.Thread):
             logger.exception("logging the outcome of job %s failed", run.job.id)
 
     def _once(self, batch: Sequence[Run]) -> set[Fence]:
-        with self.engine.begin() as conn:
-            return self.backend.finish_many(conn, FinishManyParams(
-                outcomes=[run.params for run in batch if run.params is not None]))
+        params = FinishManyParams(outcomes=[run.params for run in batch if run.params is not None])
+        return self.conns.begin(lambda conn: self.backend.finish_many(conn, params))
 
     def _write(self, batch: Sequence[Run], unwritten: set[Fence]) -> set[Fence]:
         """Write ``batch``: retried while transient, bisected when a row is at fault."""

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -22,7 +21,9 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import close_quietly, exception_note, failure
+from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
 
@@ -83,10 +84,10 @@ class Completer:
     warning.
     """
 
-    def __init__(self, backend: Backend, engine: sa.Engine, retry_for: Callable[[Sequence[Run]], float],
+    def __init__(self, backend: Backend, conns: Connections, retry_for: Callable[[Sequence[Run]], float],
                  abort: threading.Event) -> None:
         self.backend = backend
-        self.engine = engine
+        self.conns = conns
         self.retry_for = retry_for
         self.abort = abort
 
@@ -94,8 +95,8 @@ class Completer:
     def write(self, run: Run, params: FinishParams) -> bool:
         """Write ``params`` in a transaction of its own, retried; True if recorded."""
         def once() -> bool:
-            with self.engine.begin() as conn:
-                return params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))
+            return params.fence in self.conns.begin(
+                lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params])))
 
         try:
             ok = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",
@@ -125,6 +126,8 @@ class Completer:
         failure is recorded instead.
         """
         assert run.params is not None
+        if has_hook(run) and not run.ctx.session_used:
+            run.ctx.session  # noqa: B018 - the outcome hook's session: opened here, the outcome written in it
         session = run.ctx.take_session()
         if session is None:
             return self.write(run, run.params)
@@ -146,11 +149,33 @@ class Completer:
                 session.call(Session.rollback)
                 log_lost(run, params)
                 return False
+            hook = hook_call(run, params)
+            if hook is not None and not self._hooked(session, run, hook):
+                return self._hook_failed(session, run)
             session.call(Session.commit)
         except SQLAlchemyError as exc:
             return self._session_failed(session, run, params, exc, "commit", may_rerun)
         log_recorded(run, params)
         return True
+
+    def _hooked(self, session: RunSession, run: Run, hook: Callable[[Session], None]) -> bool:
+        """Run the task's outcome hook in the outcome's transaction; False (logged) if it raised."""
+        try:
+            session.call(hook)
+            return True
+        except SQLAlchemyError:
+            raise  # a database fault: the commit path's handling (retry, rerun, record a failure)
+        except Exception as exc:  # noqa: BLE001 - user code
+            run.ctx.log.warning("%s.%s raised %s", type(run.task).__name__, hook_name(run),
+                                exception_note(exc), exc_info=True)
+            run.hook_error = f"{type(run.task).__name__}.{hook_name(run)} raised {exception_note(exc)}"
+            return False
+
+    def _hook_failed(self, session: RunSession, run: Run) -> bool:
+        """Roll the outcome and the handler's work back; record a retryable failure (no hook again)."""
+        close_quietly(session)
+        return self.write(run, failure(run, f"{run.hook_error}; the outcome and its session work "
+                                            "were rolled back"))
 
     def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> bool:
         """The fenced outcome statement inside a Core savepoint of the session's connection.

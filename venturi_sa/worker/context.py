@@ -11,10 +11,13 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
+from venturi_sa.worker.checkpoint import with_progress
 from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
+
+    from venturi_sa.worker.checkpoint import Checkpointer
 
 _ONE_SESSION = ("this run already uses ctx.{used}; a run's database work goes through one session, "
                 "committed together with its outcome, so use either ctx.session or ctx.session_async")
@@ -44,6 +47,7 @@ class JobContext:
         self.log = log
         """A logger whose records carry this job's id, kind and run number."""
         self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
+        self.checkpointer: Checkpointer | None = None  # set by the worker (see worker/checkpoint.py)
 
     @property
     def job_id(self) -> str:
@@ -111,7 +115,39 @@ class JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
         ctx = JobContext(self._job, self._job.carry, self._open_session, self.log, self._open_async_session)
         ctx._lease_lost = self._lease_lost
+        ctx.checkpointer = self.checkpointer
         return ctx
+
+    _KEEP: Any = object()
+
+    def checkpoint(self, carry: Any = _KEEP, note: str | None = None) -> None:
+        """Save ``carry`` (default: ``ctx.carry``) now, through the task's ``Carry`` schema.
+
+        One short transaction of its own, committed before this returns:
+        ``queue.get_job(...).carry`` shows it at once, and if the worker
+        dies the next run starts from it.  Fenced on this run's claim: if
+        the claim is gone nothing is written and ``LeaseLost`` is raised.
+        Unrelated to ``ctx.session``, whose work still commits (or rolls
+        back) with the outcome.  ``note`` is logged.  One database round
+        trip; in an ``async def`` handler use :meth:`checkpoint_async`.
+        """
+        if self.checkpointer is None:
+            raise InvalidOption("ctx.checkpoint() needs a worker's run (this context has no claim to write to)")
+        self.checkpointer.write(self, self.carry if carry is JobContext._KEEP else carry, note)
+
+    async def checkpoint_async(self, carry: Any = _KEEP, note: str | None = None) -> None:
+        """:meth:`checkpoint` from an ``async def`` handler (in a thread, so the loop is not blocked)."""
+        import asyncio
+
+        await asyncio.to_thread(self.checkpoint, carry, note)
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Checkpoint ``carry["progress"] = {"done", "total", "message"}`` (the carry must be None or a dict).
+
+        With a ``Carry`` schema, the schema needs a ``progress = fields.Dict()`` field.
+        """
+        schema = self.checkpointer.carry_schema if self.checkpointer is not None else None
+        self.checkpoint(with_progress(self.carry, schema, done, total, message))
 
     @property
     def lease_lost(self) -> bool:

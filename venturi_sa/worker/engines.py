@@ -1,22 +1,29 @@
-"""The engines a worker uses: a sync one for its own statements, an async one for ``ctx.session_async``.
+"""The engines a worker uses, and the connection runner its own statements go through.
 
-A worker always has a **sync engine** for its own short statements (claim,
-batched outcomes, lease renewal and recovery, the schema check, LISTEN) and
-for ``ctx.session``.  Those run on the worker's threads, so an ``async def``
-handler that blocks the event loop can never hold up lease renewal (which
-would let another worker recover and re-run the job).  ``ctx.session_async``
-and the outcome written in it use the **async engine**, on the worker's loop.
+The worker's own short statements (claim, batched outcomes, lease renewal
+and recovery, the schema check) go through a :class:`Connections` runner:
+``begin(fn)`` runs ``fn(connection)`` in a committed transaction and
+``connect(fn)`` without one.  The storage verbs take a sync ``Connection``,
+so the SQL is written once for both flavours:
 
-Given one flavour, the worker derives the other from the same URL (same
-host, database and credentials), unless the caller passes it explicitly:
+* a sync ``Engine``: :class:`SyncConnections`, ``with engine.begin() as conn: fn(conn)``
+  on the calling thread (psycopg2 or psycopg 3);
+* an ``AsyncEngine``: :class:`AsyncConnections`, ``async with engine.begin() as conn:
+  await conn.run_sync(fn)`` on the worker's event loop (:mod:`~venturi_sa.worker.loop`),
+  through the async driver (asyncpg or psycopg 3 async), while the calling thread waits.
+
+``ctx.session`` is a sync ``Session`` and ``ctx.session_async`` an
+``AsyncSession``; whichever flavour the worker was not given is derived on
+first use from the same URL (same host, database and credentials), unless
+the caller passes it explicitly:
 
 ========================  ======================================================
 given                     derived sibling
 ========================  ======================================================
 sync ``psycopg2``         async ``psycopg_async`` if psycopg 3 is installed, else ``asyncpg``
 sync ``psycopg``          async ``psycopg_async``
-async ``psycopg_async``   sync ``psycopg``
-async ``asyncpg``         sync ``psycopg2`` (a dependency of venturi)
+async ``psycopg_async``   sync ``psycopg`` (for ``ctx.session`` only)
+async ``asyncpg``         sync ``psycopg2`` if installed, else ``psycopg`` (for ``ctx.session`` only)
 ========================  ======================================================
 
 A derived engine does not inherit ``connect_args`` or pool settings (they
@@ -28,21 +35,102 @@ the worker, which disposes of them when it stops.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import AsyncDriverMissing, InvalidOption
+from venturi_sa.worker.loop import worker_loop
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+T = TypeVar("T")
 _LIBPQ = ("psycopg2", "psycopg", "psycopg_async")  # drivers sharing libpq's URL query parameters
 _MODULES = {"psycopg_async": "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2", "asyncpg": "asyncpg"}
 _EXTRAS = "install an async driver: pip install 'venturi[psycopg]' (psycopg 3) or 'venturi[asyncpg]'"
+_SYNC_EXTRAS = "install a sync driver: pip install 'venturi[psycopg2]' or 'venturi[psycopg]' (psycopg 3)"
 
+
+# -- the connection runner ----------------------------------------------------------------------
+
+class Connections(Protocol):
+    """Where the worker's own statements run; ``fn`` always gets a sync ``Connection``."""
+
+    def begin(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` in a transaction committed when it returns (rolled back if it raises)."""
+
+    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` on a connection, with no transaction committed for it."""
+
+
+class SyncConnections:
+    """A sync engine's connections, on the calling thread."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def begin(self, fn: Callable[[sa.Connection], T]) -> T:
+        with self.engine.begin() as conn:
+            return fn(conn)
+
+    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        with self.engine.connect() as conn:
+            return fn(conn)
+
+
+class AsyncConnections:
+    """An async engine's connections, driven by ``run_sync`` on the worker's loop; the caller waits.
+
+    Errors are the ones the sync path raises (SQLAlchemy's, with the
+    driver's SQLSTATE), so retries and fault handling are shared: what a
+    driver raises outside SQLAlchemy's translation (asyncpg's errors while
+    connecting: a refused connection, a timeout, a server starting up) comes
+    out as an ``OperationalError``, as psycopg's do.  Never call it from the
+    loop's own thread.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def _begin(self, fn: Callable[[sa.Connection], T]) -> T:
+        async with self.engine.begin() as conn:
+            return await conn.run_sync(fn)
+
+    async def _connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(fn)
+
+    def begin(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            return worker_loop().run(self._begin(fn))
+        except Exception as exc:
+            raise _translated(exc) from exc
+
+    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        try:
+            return worker_loop().run(self._connect(fn))
+        except Exception as exc:
+            raise _translated(exc) from exc
+
+
+_DRIVER_PACKAGES = ("asyncpg", "psycopg")
+
+
+def _translated(exc: Exception) -> Exception:
+    """``exc``, or an ``OperationalError`` wrapping a connection error SQLAlchemy let through untranslated."""
+    if isinstance(exc, SQLAlchemyError):
+        return exc
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _DRIVER_PACKAGES:
+        return OperationalError(None, None, exc)
+    return exc
+
+
+# -- sibling engines ---------------------------------------------------------------------------
 
 def _installed(driver: str) -> bool:
     return importlib.util.find_spec(_MODULES[driver]) is not None
@@ -68,50 +156,81 @@ def async_sibling_url(engine: sa.Engine) -> URL:
 
 
 def sync_sibling_url(engine: AsyncEngine) -> URL:
-    """The sync-driver URL of an async engine's database (psycopg for psycopg_async, else psycopg2)."""
+    """The sync-driver URL of an async engine's database (psycopg for psycopg_async, else psycopg2 or psycopg).
+
+    Raises ``AsyncDriverMissing`` (a ``RuntimeError``) naming the extra when no sync driver is installed.
+    """
     driver = engine.dialect.driver  # "psycopg" for postgresql+psycopg_async
-    return _sibling_url(engine.url, "psycopg" if driver in ("psycopg", "psycopg_async") else "psycopg2", driver)
+    candidates = ["psycopg"] if driver in ("psycopg", "psycopg_async") else ["psycopg2", "psycopg"]
+    for candidate in candidates:
+        if _installed(candidate):
+            return _sibling_url(engine.url, candidate, driver)
+    raise AsyncDriverMissing(f"ctx.session needs a sync driver for {engine.url.get_backend_name()} "
+                             f"(the worker's engine uses {driver!r}): {_SYNC_EXTRAS}; or use "
+                             "ctx.session_async in an async def handler")
 
 
 class WorkerEngines:
-    """The worker's sync engine (given or derived) and its async engine (given, or derived on first use)."""
+    """The engine the worker's own statements use (the one given), and the sibling of the other flavour.
+
+    ``own`` is the engine given to ``Worker()``: a sync one, or an async one
+    whose statements go through the async driver on the worker's loop.
+    The sync engine (``ctx.session``) and the async one (``ctx.session_async``)
+    are the given ones or derived from ``own``'s URL on first use.
+    """
 
     def __init__(self, engine: sa.Engine | AsyncEngine, *, sync_engine: sa.Engine | None,
                  async_engine: AsyncEngine | None, pool_size: int) -> None:
         self.pool_size = pool_size
         self._derived: list[sa.Engine | AsyncEngine] = []
+        self.own = engine
         if is_async_engine(engine):
             if async_engine is not None:
                 raise InvalidOption("Worker got an AsyncEngine and async_engine=; pass sync_engine= instead")
             self.async_engine: AsyncEngine | None = engine
-            self.sync = sync_engine if sync_engine is not None else self._derive_sync(engine)
+            self._sync = sync_engine
         else:
             assert isinstance(engine, sa.Engine)  # require_worker_engine() refused anything else
             if sync_engine is not None:
                 raise InvalidOption("Worker got a sync Engine and sync_engine=; pass async_engine= instead")
             if engine.dialect.is_async:
                 raise TypeError(f"Worker() got a sync Engine on the async driver {engine.dialect.driver!r}: "
-                                "create it with create_async_engine() (the worker then derives a sync "
-                                "sibling for its own statements)")
-            self.sync = engine
+                                "create it with create_async_engine() (its claims and outcomes then go "
+                                "through that async driver)")
+            self._sync = engine
             self.async_engine = async_engine
-        if not isinstance(self.sync, sa.Engine) or self.sync.dialect.is_async:
+        if sync_engine is not None and (not isinstance(sync_engine, sa.Engine) or sync_engine.dialect.is_async):
             raise TypeError("Worker(sync_engine=...) takes a sync Engine on a sync driver")
         if self.async_engine is not None and not is_async_engine(self.async_engine):
             raise TypeError("Worker(async_engine=...) takes an AsyncEngine")
 
-    def _derive_sync(self, engine: AsyncEngine) -> sa.Engine:
-        derived = sa.create_engine(sync_sibling_url(engine), pool_size=self.pool_size,
-                                   max_overflow=self.pool_size, pool_pre_ping=True)
-        self._derived.append(derived)
-        return derived
+    @property
+    def is_async(self) -> bool:
+        """Whether the worker's own statements go through an async driver."""
+        return is_async_engine(self.own)
+
+    def connections(self, **execution_options: Any) -> Connections:
+        """The runner for the worker's own statements, on ``own`` with ``execution_options``."""
+        if is_async_engine(self.own):
+            return AsyncConnections(self.own.execution_options(**execution_options))
+        assert isinstance(self.own, sa.Engine)
+        return SyncConnections(self.own.execution_options(**execution_options))
+
+    def get_sync(self) -> sa.Engine:
+        """The sync engine (``ctx.session``), derived from the async engine's URL on first use."""
+        if self._sync is None:
+            assert self.async_engine is not None
+            self._sync = sa.create_engine(sync_sibling_url(self.async_engine), pool_size=self.pool_size,
+                                          max_overflow=self.pool_size, pool_pre_ping=True)
+            self._derived.append(self._sync)
+        return self._sync
 
     def get_async(self) -> AsyncEngine:
         """The async engine, derived from the sync engine's URL on first use."""
         if self.async_engine is None:
             from sqlalchemy.ext.asyncio import create_async_engine  # needs greenlet: only for async runs
 
-            self.async_engine = create_async_engine(async_sibling_url(self.sync), pool_size=self.pool_size,
+            self.async_engine = create_async_engine(async_sibling_url(self.get_sync()), pool_size=self.pool_size,
                                                     max_overflow=self.pool_size, pool_pre_ping=True)
             self._derived.append(self.async_engine)
         return self.async_engine

@@ -15,8 +15,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import traceback
 from collections.abc import Coroutine
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
+from venturi_sa.worker.tracebacks import error_attachment
 
 logger = logging.getLogger("venturi_sa.worker")
 
@@ -116,7 +117,7 @@ def prepare(run: Run, registry: Registry) -> FinishParams | None:
 
 
 async def _in_run(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
-    with running(run.job):  # the run's log context, on the loop's task too
+    with running(run.job), run.hooks.around(run.ctx):  # the run's log context and scope, on the loop's task too
         return await coro
 
 
@@ -139,15 +140,17 @@ def execute(run: Run) -> Any:
     """Call the handler (awaiting it if it is async); return what it returned, or the exception it raised."""
     assert run.task is not None
     try:
-        result = run.task.run(run.ctx)
+        with run.hooks.around(run.ctx) if not run.task.is_async else nullcontext():
+            result = run.task.run(run.ctx)
         if inspect.iscoroutine(result):
             result = await_on_loop(run, result)
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
         run.failed = True
-        run.ctx.log.warning("job raised %s", exception_note(exc),
-                            exc_info=not isinstance(exc, Exception) or None)
-        run.ctx.log.debug("traceback:\n%s", "".join(traceback.format_exception(exc)))
+        note = exception_note(exc)
+        run.ctx.log.warning("job raised %s", note, exc_info=exc)  # once, with the whole traceback
+        if run.ctx.attachment is None:
+            run.ctx.attachment = error_attachment(exc, note)  # the last frames, on the journal entry
         return exc
 
 

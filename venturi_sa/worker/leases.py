@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import Fence, RecoverParams, RenewParams
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -28,13 +29,13 @@ class LeaseKeeper(threading.Thread):
     does not stop claims.
     """
 
-    def __init__(self, backend: Backend, engine: sa.Engine, worker_id: str,
+    def __init__(self, backend: Backend, conns: Connections, worker_id: str,
                  held: Callable[[], dict[timedelta, list[Fence]]], lost: Callable[[frozenset[Fence]], None],
                  recover: RecoverParams, renew_every: float, recover_every: float,
                  stopping: threading.Event, wake: threading.Event) -> None:
         super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
         self.backend = backend
-        self.engine = engine
+        self.conns = conns
         self.worker_id = worker_id
         self.held = held
         self.lost = lost
@@ -52,20 +53,21 @@ class LeaseKeeper(threading.Thread):
         held = self.held()
         if not held:
             if not self.healthy.is_set():
-                with self.engine.connect() as conn:
-                    self.backend.ping(conn)
+                self.conns.connect(self.backend.ping)
             return
         lost: set[Fence] = set()
-        with self.engine.begin() as conn:
+
+        def renew_all(conn: Connection) -> None:
             for lease, runs in held.items():
                 result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
-                lost |= result.lost
+                lost.update(result.lost)
+
+        self.conns.begin(renew_all)
         if lost:
             self.lost(frozenset(lost))
 
     def recover(self) -> int:
-        with self.engine.begin() as conn:
-            recovered = self.backend.recover(conn, self.recover_params)
+        recovered = self.conns.begin(lambda conn: self.backend.recover(conn, self.recover_params))
         for job in recovered:
             logger.warning("recovered job %s (%s) run %d from expired lease of %s%s", job.id, job.kind,
                            job.run_count, job.claimed_by, "; dead at max_failures" if job.dead else "")

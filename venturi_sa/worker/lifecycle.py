@@ -16,26 +16,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 import alembic_venturi
+from venturi_sa.binds import is_async_engine
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.completer import Completer
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
-from venturi_sa.worker.listener import Listener
+from venturi_sa.worker.listener import Listener, LoopListener
 from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.run import Run
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 logger = logging.getLogger("venturi_sa.worker")
 JOIN_TIMEOUT = 10.0
 
 
-def check_schema(engine: sa.Engine, prefix: str, stopping: threading.Event, max_backoff: float = 5.0) -> bool:
+def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max_backoff: float = 5.0) -> bool:
     """Raise ``SchemaNotMigrated`` unless queue ``prefix``'s tables are at this venturi's head.
 
     While the database cannot be reached, waits for it (capped backoff,
@@ -44,7 +50,7 @@ def check_schema(engine: sa.Engine, prefix: str, stopping: threading.Event, max_
     delay = 0.25
     while True:
         try:
-            alembic_venturi.check_current(engine, prefix)
+            conns.connect(lambda conn: alembic_venturi.check_current(conn, prefix))
             return True
         except SQLAlchemyError as exc:
             if not is_transient(exc):
@@ -57,6 +63,17 @@ def check_schema(engine: sa.Engine, prefix: str, stopping: threading.Event, max_
         delay = min(delay * 2, max_backoff)
 
 
+def listener(engine: sa.Engine | AsyncEngine, channel: str, wake: threading.Event, stopping: threading.Event,
+             listen: bool) -> Listener | LoopListener | None:
+    """The worker's LISTEN part (None without ``listen``): a thread, or a task on the worker loop."""
+    if not listen:
+        return None
+    if is_async_engine(engine):
+        return LoopListener(engine, channel, wake)
+    assert isinstance(engine, sa.Engine)
+    return Listener(engine, channel, wake, stopping)
+
+
 @dataclass
 class Threads:
     """The running parts of a started worker."""
@@ -64,7 +81,7 @@ class Threads:
     executors: Executors
     keeper: LeaseKeeper
     batcher: Batcher | None = None
-    listener: Listener | None = None
+    listener: Listener | LoopListener | None = None
 
     def start(self) -> None:
         self.executors.start()

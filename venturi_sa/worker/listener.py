@@ -15,23 +15,28 @@ client is attached to no server connection and hears nothing; the probe then
 never arrives, the listener logs one warning saying so and stops, and the
 worker wakes by polling alone (as with ``listen=False``).
 
-:class:`Listener` is the thread a sync :class:`~venturi_sa.worker.Worker`
-runs; :class:`AsyncListener` is the same loop for an event loop.
+:class:`Listener` is the thread a :class:`~venturi_sa.worker.Worker` on a
+sync engine runs; :class:`AsyncListener` is the same loop for an event loop,
+and :class:`LoopListener` runs one on the worker's loop for a worker on an
+async engine (asyncpg's ``add_listener``, psycopg 3's async ``notifies()``),
+with the :class:`Listener` thread's interface.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import sqlalchemy as sa
 
 from venturi_sa.storage import drivers
+from venturi_sa.worker.loop import worker_loop
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -40,6 +45,16 @@ logger = logging.getLogger("venturi_sa.worker")
 FIRST_BACKOFF = 0.1
 WAIT_SLICE = 0.5  # the longest one wait blocks before checking for a stop
 PROBE_TIMEOUT = 5.0  # how long a connection gets to hear its own probe NOTIFY
+
+
+class Flag(Protocol):
+    """What the listeners need of an event: ``threading.Event`` and ``asyncio.Event`` both qualify."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
 
 
 class Reconnects:
@@ -168,17 +183,19 @@ class AsyncListener:
 
     ``engine`` is an ``AsyncEngine`` on asyncpg or psycopg (async); ``wake``
     is set on every notification of ``channel``, after each (re)connect, and
-    never from another thread.
+    never from another thread.  ``connected`` and ``deaf`` are asyncio events
+    unless given (a ``threading.Event`` set from the loop works too).
     """
 
-    def __init__(self, engine: AsyncEngine, channel: str, wake: asyncio.Event, stopping: asyncio.Event,
-                 max_backoff: float = 5.0, probe_timeout: float | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, channel: str, wake: Flag, stopping: asyncio.Event,
+                 max_backoff: float = 5.0, probe_timeout: float | None = None,
+                 connected: Flag | None = None, deaf: Flag | None = None) -> None:
         self.engine = engine
         self.channel = channel
         self.wake = wake
         self.stopping = stopping
-        self.connected = asyncio.Event()
-        self.deaf = asyncio.Event()
+        self.connected: Flag = connected if connected is not None else asyncio.Event()
+        self.deaf: Flag = deaf if deaf is not None else asyncio.Event()
         self.reconnects = Reconnects(channel, max_backoff)
         self.probe = Probe(PROBE_TIMEOUT if probe_timeout is None else probe_timeout)
         self._listening: drivers.AsyncListening | None = None
@@ -234,4 +251,75 @@ class AsyncListener:
             await self._close()
 
 
-__all__ = ["AsyncListener", "Listener", "PROBE_TIMEOUT"]
+class LoopListener:
+    """An :class:`AsyncListener` on the worker's loop, with the :class:`Listener` thread's interface.
+
+    The worker on an async engine listens through its async driver: same
+    probe, reconnect backoff, log lines and catch-up wake as the thread.
+    ``wake`` (a ``threading.Event``) is set from the loop; ``connected`` and
+    ``deaf`` are ``threading.Event`` s any thread may wait on.  :meth:`join`
+    stops it.
+    """
+
+    def __init__(self, engine: AsyncEngine, channel: str, wake: threading.Event,
+                 max_backoff: float = 5.0, probe_timeout: float | None = None) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.wake = wake
+        self.max_backoff = max_backoff
+        self.probe_timeout = probe_timeout
+        self.connected = threading.Event()
+        self.deaf = threading.Event()
+        self._listener: AsyncListener | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._future: concurrent.futures.Future[None] | None = None
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process id of the LISTEN connection while connected."""
+        listener = self._listener
+        return listener.backend_pid if listener is not None else None
+
+    @property
+    def reconnects(self) -> Reconnects:
+        """The backoff and loss count of the running :class:`AsyncListener`."""
+        assert self._listener is not None, "LoopListener.start() was not called"
+        return self._listener.reconnects
+
+    async def _serve(self) -> None:
+        self._task = asyncio.current_task()
+        self._listener = AsyncListener(self.engine, self.channel, self.wake, asyncio.Event(), self.max_backoff,
+                                       self.probe_timeout, connected=self.connected, deaf=self.deaf)
+        await self._listener.run()
+
+    def start(self) -> None:
+        self._future = worker_loop().submit(self._serve())
+
+    def is_alive(self) -> bool:
+        return self._future is not None and not self._future.done()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Stop listening (closing the connection) and wait up to ``timeout`` seconds for it."""
+        future = self._future
+        if future is None:
+            return
+        loop = worker_loop().loop
+
+        def stop() -> None:  # on the loop: cut the current wait short; run() closes the connection
+            if self._listener is not None:
+                self._listener.stopping.set()
+            if self._task is not None:
+                self._task.cancel()
+            else:  # not started on the loop yet
+                future.cancel()
+
+        loop.call_soon_threadsafe(stop)
+        try:
+            future.result(timeout)
+        except (concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
+            pass
+        except Exception:  # noqa: BLE001 - AsyncListener.run() handles its own errors
+            logger.debug("the LISTEN task failed", exc_info=True)
+
+
+__all__ = ["AsyncListener", "Listener", "LoopListener", "PROBE_TIMEOUT"]

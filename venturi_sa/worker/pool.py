@@ -11,6 +11,7 @@ from collections.abc import Callable
 from venturi_sa.task import Registry
 from venturi_sa.worker.executor import close_quietly, process
 from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.outcome_hooks import has_hook
 from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -69,7 +70,7 @@ class Executors:
                 process(run, self.registry)
                 if run.released:
                     break  # released at shutdown while it ran: nothing of it is persisted
-                if self.submit is not None and not run.ctx.session_used:
+                if self.submit is not None and not run.ctx.session_used and not has_hook(run):
                     self.submit(run)
                     handed_on = True
                     break

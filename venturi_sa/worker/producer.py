@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
+from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.inflight import InFlight
 
@@ -46,12 +46,12 @@ class Round:
 class Producer:
     """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands each claim's jobs to ``dispatch``."""
 
-    def __init__(self, backend: Backend, engine: sa.Engine, worker_id: str, kinds: Sequence[str],
+    def __init__(self, backend: Backend, conns: Connections, worker_id: str, kinds: Sequence[str],
                  leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[Sequence[ClaimedJob]], None],
                  *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
                  wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
         self.backend = backend
-        self.engine = engine
+        self.conns = conns
         self.worker_id = worker_id
         self.kinds = list(kinds)
         self.leases = dict(leases)
@@ -85,8 +85,7 @@ class Producer:
         if not params.kinds:
             return Round(0, True)  # every kind is at its cap: a freed slot brings more
         try:
-            with self.engine.begin() as conn:
-                jobs = self.backend.claim(conn, params)
+            jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:
             if is_undefined_table(exc):
                 raise SchemaNotMigrated(f"queue {self.backend.models.prefix!r} lost its tables: "
@@ -142,8 +141,8 @@ class Producer:
         soonest = last.next_visible if last is not None and last.claimed else None
         if last is None or not last.claimed:
             try:
-                with self.engine.connect() as conn:
-                    soonest = self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds))
+                soonest = self.conns.connect(
+                    lambda conn: self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds)))
             except SQLAlchemyError as exc:
                 logger.debug("soonest-visible lookup failed: %s", exc)
         if soonest is not None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
 from venturi_sa.task import Task
 from venturi_sa.worker.context import JobContext
+from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 
 
 class RunState(enum.Enum):
@@ -39,6 +40,8 @@ class Run:
     duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
     state: RunState = field(default=RunState.QUEUED)
     cancel: Callable[[], bool] | None = None  # while an async handler runs: cancels its task
+    hooks: RunHooks = NO_HOOKS  # the worker's around_run (worker/hooks.py)
+    hook_error: str | None = None  # what the task's outcome hook raised (worker/outcome_hooks.py)
 
     @property
     def fence(self) -> Fence:

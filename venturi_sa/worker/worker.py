@@ -10,8 +10,9 @@ handler runs, except the handler's own ``ctx.session``; every session the
 worker opens runs at READ COMMITTED, whatever the engine's default.
 ``async def`` handlers run on the process's worker loop
 (:mod:`~venturi_sa.worker.loop`), awaited from the executor thread holding
-their slot; the engines for both flavours are in
-:mod:`~venturi_sa.worker.engines`.
+their slot.  The worker's own statements go through a connection runner
+(:mod:`~venturi_sa.worker.engines`): on a sync engine in the calling thread,
+on an async engine through the async driver on the worker loop.
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.batcher import Batcher
+from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
+from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
-from venturi_sa.worker.listener import Listener
+from venturi_sa.worker.listener import Listener, LoopListener
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("venturi_sa.worker")
 EventHook = Callable[[str, dict[str, Any]], None]
 ISOLATION = "READ COMMITTED"
+LifecycleHooks = LifecycleHook | Sequence[LifecycleHook] | None
+AroundRuns = AroundRun | Sequence[AroundRun] | None
 
 
 def default_worker_id() -> str:
@@ -76,13 +81,23 @@ class Worker:
     Expired leases are recovered for every kind of the queue's registry,
     each against its own ``max_failures``.
 
-    ``engine`` is an ``Engine`` or an ``AsyncEngine``.  The worker's own
-    statements always run on a sync engine and ``ctx.session_async`` on an
-    async one; the missing flavour is derived from the same URL (see
-    :mod:`~venturi_sa.worker.engines`) unless given as ``sync_engine=`` /
-    ``async_engine=``.  ``session_class`` / ``async_session_class`` are the
-    classes of ``ctx.session`` / ``ctx.session_async`` (for example
-    ``sqlmodel.Session``, whose ``.exec()`` handlers may then use).
+    ``engine`` is an ``Engine`` or an ``AsyncEngine``; the worker's claims,
+    outcomes, lease renewals and LISTEN go through its driver (an async one
+    on the worker's event loop).  ``ctx.session`` runs on a sync engine and
+    ``ctx.session_async`` on an async one; the flavour not given is derived
+    from the same URL on first use (see :mod:`~venturi_sa.worker.engines`)
+    unless given as ``sync_engine=`` / ``async_engine=``.  On an async
+    engine, an ``async def`` handler that blocks the loop also delays the
+    worker's own statements (its lease renewals).  ``session_class`` /
+    ``async_session_class`` are the classes of ``ctx.session`` /
+    ``ctx.session_async`` (for example ``sqlmodel.Session``, whose
+    ``.exec()`` handlers may then use).
+
+    ``on_start(worker)`` / ``on_stop(worker)`` run in this process when the
+    worker starts (before its first claim) and once it has stopped;
+    ``around_run(ctx)`` returns a context manager entered around each call
+    of the application's code for a run (a Flask app context, a tracing
+    span); each takes one callable or a list (see :mod:`~venturi_sa.worker.hooks`).
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, *, kinds: Sequence[str] | None = None,
@@ -91,7 +106,9 @@ class Worker:
                  worker_id: str | None = None, on_event: EventHook | None = None,
                  batch_outcomes: bool = True, fetch_cooldown: float = 0.1, max_backlog: int | None = None,
                  session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
-                 sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None) -> None:
+                 sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None,
+                 on_start: LifecycleHooks = None, on_stop: LifecycleHooks = None,
+                 around_run: AroundRuns = None) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
         if poll_interval <= 0:
@@ -101,12 +118,13 @@ class Worker:
         if max_backlog is not None and max_backlog < 1:
             raise InvalidOption(f"max_backlog must be >= 1, got {max_backlog}")
         self.queue = queue
+        self.hooks = RunHooks.of(on_start, on_stop, around_run)
         self.models = queue.models
         self.backend = backend_for(queue.models)
         self.engines = WorkerEngines(require_worker_engine(engine), sync_engine=sync_engine,
                                      async_engine=async_engine, pool_size=concurrency + 4)
-        self.engine = self.engines.sync  # the worker's own statements and ctx.session
-        self._engine = self.engine.execution_options(isolation_level=ISOLATION)
+        self.engine = self.engines.own  # the worker's own statements (claims, outcomes, leases, LISTEN)
+        self._conns = self.engines.connections(isolation_level=ISOLATION)
         self.session_class = session_class
         self.async_session_class = async_session_class
         self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
@@ -121,8 +139,13 @@ class Worker:
         self.batch_outcomes = batch_outcomes
         self.fetch_cooldown = fetch_cooldown
         self.max_backlog = max_backlog if max_backlog is not None else max(4 * concurrency, 100)
-        self._sessions = sessionmaker(bind=self._engine, class_=session_class, expire_on_commit=False)
+        self._sessions: Callable[[], Session] = self._open_session
+        if isinstance(self.engine, sa.Engine):
+            self._sessions = sessionmaker(bind=self.engine.execution_options(isolation_level=ISOLATION),
+                                          class_=session_class, expire_on_commit=False)
         self._async_sessions: async_sessionmaker[AsyncSession] | None = None
+        self._sync_sessions: sessionmaker[Session] | None = None
+        self._lock = threading.Lock()
         self._tasks = {k: queue.registry.get(k) for k in self.kinds}
         self._leases = {k: t.lease for k, t in self._tasks.items()}
         self._wake = threading.Event()
@@ -132,9 +155,9 @@ class Worker:
         self._until_idle = False
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
-        self.completer = Completer(self.backend, self._engine, self._retry_until, self._abort)
+        self.completer = Completer(self.backend, self._conns, self._retry_until, self._abort)
         self.producer = Producer(
-            self.backend, self._engine, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
+            self.backend, self._conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
             batch_size=self.batch_size, poll_interval=poll_interval, fetch_cooldown=fetch_cooldown,
             healthy=threading.Event(), wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}))
@@ -193,15 +216,19 @@ class Worker:
         return self.inflight.processed
 
     @property
-    def listener(self) -> Listener | None:
+    def listener(self) -> Listener | LoopListener | None:
         """The LISTEN thread while the worker runs with ``listen=True``, else None."""
         return self._threads.listener if self._threads is not None else None
 
     # -- callbacks from the parts ------------------------------------------------------------
     def _dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
         """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
-        runs = [Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
-                for job in jobs]
+        runs = []
+        for job in jobs:
+            run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
+            run.ctx.checkpointer = self._checkpointer(job)
+            run.hooks = self.hooks
+            runs.append(run)
         self.inflight.add_many(runs)
         assert self._threads is not None
         put = self._threads.executors.put
@@ -212,14 +239,28 @@ class Worker:
                                        "waited": job.waited, "queue": self.models.prefix})
             put(run)
 
+    def _checkpointer(self, job: ClaimedJob) -> Checkpointer:
+        task_type = self._tasks.get(job.kind)
+        return Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
+                            self.backend, self._conns.begin)
+
+    def _open_session(self) -> Session:
+        """``ctx.session`` of a worker on an async engine: on the sync sibling engine, made on first use."""
+        with self._lock:
+            if self._sync_sessions is None:
+                bind = self.engines.get_sync().execution_options(isolation_level=ISOLATION)
+                self._sync_sessions = sessionmaker(bind=bind, class_=self.session_class, expire_on_commit=False)
+        return self._sync_sessions()
+
     def _open_async_session(self) -> AsyncSession:
         """``ctx.session_async``: a fresh AsyncSession at READ COMMITTED (``AsyncDriverMissing`` if none)."""
-        if self._async_sessions is None:
-            bind = self.engines.get_async().execution_options(isolation_level=ISOLATION)
-            from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # needs greenlet
+        with self._lock:
+            if self._async_sessions is None:
+                bind = self.engines.get_async().execution_options(isolation_level=ISOLATION)
+                from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # needs greenlet
 
-            self._async_sessions = async_sessionmaker(bind=bind, class_=self.async_session_class or AsyncSession,
-                                                      expire_on_commit=False)
+                self._async_sessions = async_sessionmaker(
+                    bind=bind, class_=self.async_session_class or AsyncSession, expire_on_commit=False)
         return self._async_sessions()
 
     def _released(self, run: Run, recorded: bool) -> None:
@@ -263,12 +304,13 @@ class Worker:
     def _start(self, listen: bool) -> bool:
         for event in (self._stopping, self._abort, self._halt):
             event.clear()
-        if not lifecycle.check_schema(self.engine, self.models.prefix, self._stopping):
+        if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping):
             return False
-        batcher = Batcher(self.backend, self._engine, self._finished_many, self._retry_until, self._abort,
+        self.hooks.started(self)
+        batcher = Batcher(self.backend, self._conns, self._finished_many, self._retry_until, self._abort,
                           max_backlog=self.max_backlog) if self.batch_outcomes else None
         keeper = LeaseKeeper(
-            self.backend, self._engine, self.worker_id, self.inflight.held, self._lost,
+            self.backend, self._conns, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
             renew_every=max(0.2, min(self._leases.values(), default=DEFAULT_LEASE).total_seconds() / 3),
             recover_every=self.recover_interval, stopping=self._halt, wake=self._wake)
@@ -276,7 +318,8 @@ class Worker:
         executors = Executors(self.concurrency, self.queue.registry, self.inflight,
                               self.completer.persist_in_session, batcher.submit if batcher else None,
                               self._finished)
-        listener = Listener(self.engine, self.models.names.channel, self._wake, self._stopping) if listen else None
+        listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
+                                      listen)
         self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
@@ -292,17 +335,20 @@ class Worker:
                            abort=self._abort, halt=self._halt, wake=self._wake,
                            released=self._released)
         self._dispose_derived()
+        self.hooks.stopped(self)
         logger.info("worker %s stopped", self.worker_id)
 
     def _dispose_derived(self) -> None:
         """Close the pooled connections of the engines this worker derived (they stay usable).
 
-        The async engine's pooled connections are closed too once a handler
-        used ``ctx.session_async``: they were opened on the worker's loop
-        and belong to it (which is why a worker needs an AsyncEngine of its own).
+        The async engine's pooled connections are closed too once the worker
+        ran statements on it (an async-engine worker always does; a sync one
+        once a handler used ``ctx.session_async``): they were opened on the
+        worker's loop and belong to it (which is why a worker needs an
+        AsyncEngine of its own).
         """
         engines = self.engines.derived()
-        used = self.engines.async_engine if self._async_sessions is not None else None
+        used = self.engines.async_engine if self._async_sessions is not None or self.engines.is_async else None
         if used is not None and used not in engines:
             engines.append(used)
         for engine in engines:

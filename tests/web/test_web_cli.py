@@ -1,0 +1,79 @@
+"""``venturi web`` and ``venturi quickstart --web`` serve the dashboard for real, until interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+import sqlalchemy as sa
+from cli_kit import fails, invoke, ok
+from web_kit import free_port
+
+from venturi_sa.cli.web_cmd import _loopback
+
+STARTUP = 90.0  # seconds a server may take to answer (the quick start runs its demo first)
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
+    return subprocess.Popen([sys.executable, "-m", "venturi_sa", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _wait_for_page(process: subprocess.Popen[str], url: str) -> str:
+    """The page at ``url``, once the server's output says it listens (it binds before printing)."""
+    assert process.stdout is not None
+    for line in process.stdout:  # blocks on the server's own output, no sleeping
+        if line.startswith("dashboard of queue"):
+            with urllib.request.urlopen(url, timeout=STARTUP) as response:
+                return str(response.read().decode())
+    raise AssertionError(f"the server exited with {process.wait()} before serving")
+
+
+def _stop(process: subprocess.Popen[str], how: signal.Signals = signal.SIGINT) -> tuple[int, str]:
+    process.send_signal(how)
+    out, _ = process.communicate(timeout=30)
+    return process.returncode, out
+
+
+def test_venturi_web_serves_the_queue_read_only(pg_url: str, models: Any, engine: sa.Engine) -> None:
+    port = free_port()
+    process = _start("web", "--dsn", pg_url, "--prefix", models.prefix, "--port", str(port), "--read-only")
+    try:
+        page = _wait_for_page(process, f"http://127.0.0.1:{port}/jobs")
+        assert 'id="read-only"' in page and f"venturi · {models.prefix}" in page
+    finally:
+        code, out = _stop(process)
+    assert code == 0, out
+    assert "Traceback" not in out
+
+
+def test_quickstart_web_keeps_the_dashboard_up_on_the_demo_data(pg_url: str, prefix: str) -> None:
+    port = free_port()
+    process = _start("quickstart", "--dsn", pg_url, "--prefix", prefix, "--web", str(port))
+    try:
+        page = _wait_for_page(process, f"http://127.0.0.1:{port}/")
+        assert '<span class="n" id="n-completed">9</span>' in page and "charge_card" in page
+    finally:
+        code, out = _stop(process, signal.SIGTERM)
+    assert code == 0, out
+    assert "dashboard stopped" in out and "left the tables" in out
+
+
+def test_a_bad_dsn_or_a_taken_port_is_one_line_and_the_host_defaults_to_loopback(pg_url: str, models: Any) -> None:
+    fails(invoke("web", "--dsn", "mysql://x/y"), "unsupported database")
+    fails(invoke("web", "--dsn", pg_url, "--prefix", f"{models.prefix}_never"), "not migrated")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        fails(invoke("web", "--dsn", pg_url, "--prefix", models.prefix, "--port", port), "cannot listen on")
+    help_text = ok(invoke("web", "--help")).stdout
+    assert "127.0.0.1" in help_text and "8787" in help_text and "--read-only" in help_text
+    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
+    assert not _loopback("0.0.0.0") and not _loopback("example.com")

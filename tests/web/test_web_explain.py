@@ -1,0 +1,168 @@
+"""Each dashboard page's queries use the intended seed indexes on a big table, in a bounded number.
+
+The statements explained are the builders the pages run.  The table holds
+``VENTURI_WEB_EXPLAIN_ROWS`` terminal jobs (default 50k, so CI stays fast;
+set it to 1000000 to check the plans at 1M rows and print them with ``-s``),
+each with one journal entry, spread over the last ten days, the newest within
+the hour; plus 500 live rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from ops_support import indexes_used, node_types, plan_of
+from starlette.testclient import TestClient
+from web_kit import counted
+
+from venturi_sa import Models, make_models
+from venturi_sa.storage import dashboard as sql
+from venturi_sa.storage import stats as stats_sql
+from venturi_sa.web import create_app
+
+ROWS = int(os.environ.get("VENTURI_WEB_EXPLAIN_ROWS", "50000"))
+SHOW = bool(os.environ.get("VENTURI_WEB_EXPLAIN_SHOW"))
+
+SEED = """
+INSERT INTO {jobs} (id, kind, payload, priority, status, created_at, visible_at, finished_at,
+                    run_count, failure_count)
+SELECT lpad(i::text, 26, '0'), 'kind_' || (i % 12), jsonb_build_object('order', i), i % 3,
+       CASE WHEN i % 10 = 0 THEN 'dead' ELSE 'completed' END,
+       t0 + make_interval(secs => i * {step}), t0 + make_interval(secs => i * {step}),
+       t0 + make_interval(secs => i * {step} + 2), 1, CASE WHEN i % 10 = 0 THEN 5 ELSE 0 END
+FROM generate_series(1, {n}) AS i, (SELECT now() - interval '10 days' AS t0) AS base;
+
+INSERT INTO {journal} (job_id, kind, run_no, recorded_at, outcome, note)
+SELECT id, kind, 1, finished_at, status, 'run of ' || id FROM {jobs} ORDER BY finished_at;
+
+INSERT INTO {jobs} (id, kind, payload, status, created_at, visible_at, claimed_by, claim_expires_at,
+                    run_count)
+SELECT 'L' || lpad(i::text, 25, '0'), 'kind_' || (i % 12), '{{}}'::jsonb,
+       CASE WHEN i % 5 = 0 THEN 'claimed' ELSE 'pending' END,
+       now() - make_interval(secs => i), now() + make_interval(secs => i % 7 * 60 - 180),
+       CASE WHEN i % 5 = 0 THEN 'host:' || (i % 3) END,
+       CASE WHEN i % 5 = 0 THEN now() + make_interval(secs => i % 3 * 60 - 60) END,
+       CASE WHEN i % 5 = 0 THEN 1 ELSE 0 END
+FROM generate_series(1, 500) AS i;
+"""
+
+
+@pytest.fixture(scope="module")
+def big(engine: sa.Engine) -> tuple[Models, datetime]:
+    import alembic_venturi
+
+    prefix = f"webx_{int(time.time() * 1000) % 10**9}"
+    alembic_venturi.upgrade(engine, prefix)
+    models = make_models(prefix)
+    names = models.names
+    step = 10 * 86400 / ROWS
+    with engine.begin() as conn:
+        conn.execute(sa.text(SEED.format(jobs=names.jobs, journal=names.journal, n=ROWS, step=step)))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f"VACUUM ANALYZE {names.jobs}")
+        conn.exec_driver_sql(f"VACUUM ANALYZE {names.journal}")
+        now = conn.execute(sa.select(sa.func.now())).scalar_one()
+    return models, now
+
+
+ALLOWED = ("jobs_created", "jobs_pkey", "jobs_history", "jobs_finished", "jobs_lease", "jobs_visible",
+           "jobs_claim", "jobs_claim_priority", "journal_job", "journal_pkey")
+
+
+def _uses(engine: sa.Engine, statement: Any, models: Models, *expected: str, sort_ok: bool = False) -> None:
+    plan = plan_of(engine, statement)
+    used, types = indexes_used(plan), node_types(plan)
+    shown = f"{sorted(types)} {sorted(used)}"
+    if SHOW:
+        print(f"\n--- {expected}\n{json.dumps(plan, indent=1)[:6000]}")
+    assert "Seq Scan" not in types, shown
+    assert {models.names.index(e) for e in expected} <= used, shown
+    assert used <= {models.names.index(e) for e in ALLOWED}, shown
+    if not sort_ok:
+        assert "Sort" not in types, shown
+
+
+def _page(**filters: Any) -> sql.JobPageParams:
+    return sql.JobPageParams(filter=sql.JobFilter(**filters), limit=50)
+
+
+def test_job_pages_walk_jobs_created_backwards(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, now = big
+    _uses(engine, sql.job_page_statement(models, _page()), models, "jobs_created", "jobs_pkey")
+    later = sql.JobPageParams(filter=sql.JobFilter(), after=(now - timedelta(days=5), "0" * 26))
+    _uses(engine, sql.job_page_statement(models, later), models, "jobs_created")
+    window = _page(created_after=now - timedelta(hours=1))
+    _uses(engine, sql.job_page_statement(models, window), models, "jobs_created")
+
+
+@pytest.mark.parametrize("filters", [
+    {"statuses": ("dead",)}, {"kind": "kind_3"}, {"statuses": ("pending",), "kind": "kind_4"},
+    {"text": "order"}, {"text": "run of 0000", "statuses": ("completed",)},
+], ids=lambda f: "-".join(f))
+def test_filtered_pages_read_a_bounded_walk(engine: sa.Engine, big: tuple[Models, datetime],
+                                            filters: dict[str, Any]) -> None:
+    models, _ = big
+    _uses(engine, sql.job_page_statement(models, _page(**filters)), models, "jobs_created", sort_ok=True)
+    _uses(engine, sql.walk_end_statement(models, _page(**filters)), models, "jobs_created", sort_ok=True)
+
+
+@pytest.mark.parametrize("window", ["hour", "day"])
+def test_charts_read_the_window_through_the_primary_key_and_jobs_finished(
+        engine: sa.Engine, big: tuple[Models, datetime], window: str) -> None:
+    from venturi_sa.web.queries import WINDOWS
+
+    models, now = big
+    span, seconds = WINDOWS[window]
+    params = sql.WindowParams(span=span, bucket_seconds=seconds)
+    _uses(engine, sql.activity_statement(models, params), models, "journal_pkey", sort_ok=True)
+    _uses(engine, sql.latency_statement(models, params), models, "jobs_finished", sort_ok=True)
+    _uses(engine, sql.finished_counts_statement(models, params), models, "jobs_finished", sort_ok=True)
+
+
+def test_overview_counts_read_live_rows_and_dead_rows_only(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, _ = big
+    _uses(engine, stats_sql.pending_statement(models), models, sort_ok=True)
+    _uses(engine, stats_sql.expired_statement(models), models, "jobs_lease", sort_ok=True)
+    _uses(engine, sql.claimed_counts_statement(models), models, sort_ok=True)
+    _uses(engine, sql.dead_counts_statement(models), models, "jobs_history")
+
+
+def test_the_journal_floor_finds_the_window_start(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, now = big
+    entry = models.journal_table
+    since = now - timedelta(hours=1)
+    with engine.connect() as conn:
+        bound = sa.literal(since, sa.DateTime(timezone=True))
+        floor = conn.execute(sa.select(sql.journal_floor(models, bound))).scalar_one()
+        exact = conn.execute(sa.select(sa.func.min(entry.c.id)).where(entry.c.recorded_at >= since)).scalar_one()
+    assert floor == exact
+
+
+def test_workers_and_the_change_token_use_the_lease_index_and_one_row_probes(
+        engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, _ = big
+    _uses(engine, sql.workers_statement(models), models, "jobs_lease", sort_ok=True)
+    _uses(engine, sql.claimed_statement(models), models, "jobs_lease")
+    _uses(engine, sql.token_statement(models), models, "journal_pkey", "jobs_created")
+
+
+PAGES = {"/": 8, "/?window=day": 8, "/fragment/overview": 8, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
+         "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 1}
+
+
+def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, _ = big
+    app = create_app(engine, models.prefix, listen=False)
+    with TestClient(app) as client:
+        job_id = client.get("/jobs").text.split('name="ids" value="')[1].split('"')[0]
+        for url, most in {**PAGES, f"/jobs/{job_id}": 3, f"/fragment/jobs/{job_id}": 3}.items():
+            with counted(engine) as statements:
+                response = client.get(url)
+            assert response.status_code == 200, url
+            assert len(statements) <= most, (url, statements)

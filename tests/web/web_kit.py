@@ -1,0 +1,94 @@
+"""Helpers of the dashboard tests: seed rows, read the CSRF token, count queries, serve for real."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from ops_support import factory_session
+from sqlalchemy import event
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def seed(engine: sa.Engine, models: Any) -> dict[str, list[str]]:
+    """Two jobs in each state (journal rows for the finished ones); returns their ids by state."""
+    ids: dict[str, list[str]] = {}
+    with factory_session(engine, models) as (Job, Entry):
+        for state in ("pending", "scheduled", "claimed", "expired", "completed", "dead"):
+            jobs = [Job(**{state: True}, kind=f"k_{state}", payload={"n": i, "state": state, "secret": "hunter2"})
+                    for i in range(2)]
+            ids[state] = [j.id for j in jobs]
+            for job in jobs:
+                if state in ("completed", "dead"):
+                    Entry(job=job, outcome="completed" if state == "completed" else "dead",
+                          note=f"{state} note for {job.id}", attachment={"token": "hunter2"})
+    return ids
+
+
+def csrf_of(html: str) -> str:
+    found = CSRF.search(html)
+    assert found, "no CSRF field in the page"
+    return found.group(1)
+
+
+@contextmanager
+def counted(engine: sa.Engine) -> Iterator[list[str]]:
+    """The SQL statements ``engine`` runs inside the block."""
+    seen: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port in a thread; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            thread.join(0.05)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+ENQUEUE_APP = __file__.rsplit("/", 1)[0] + "/enqueue_app.py"
+
+
+def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
+    """Enqueue one ``web_note`` job from another process; returns its id."""
+    import subprocess
+    import sys
+
+    dsn = engine.url.render_as_string(hide_password=False)
+    done = subprocess.run([sys.executable, ENQUEUE_APP, dsn, prefix, body], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return done.stdout.strip()

@@ -1,0 +1,1 @@
+"""Integrations with web frameworks (optional extras): :mod:`venturi_sa.contrib.flask`."""

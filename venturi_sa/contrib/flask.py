@@ -1,0 +1,147 @@
+"""Flask integration: a :class:`Venturi` extension binding a Queue to Flask-SQLAlchemy's ``db``.
+
+Install with ``pip install 'venturi[flask]'``.  The extension
+
+* enqueues in the request's own transaction: ``venturi.enqueue(task)`` adds
+  the job to ``db.session`` (commit publishes it, rollback discards it);
+* gives workers the application's engine (``db.engine``: the database URL is
+  configured once, in ``SQLALCHEMY_DATABASE_URI``) and runs every job, and
+  every outcome hook, inside ``app.app_context()`` (``around_run``);
+* adds ``flask venturi worker`` (the options of ``venturi worker``),
+  ``flask venturi stats`` and ``flask venturi jobs ...``, which find the
+  engine and the queue prefix from the app; ``venturi worker myapp:app``
+  (or ``myapp:create_app``) works too.
+
+Handlers write through ``ctx.session`` (a Session on ``db.engine`` whose
+transaction commits with the outcome), not ``db.session``.  A worker holds
+up to ``concurrency + 4`` connections of ``db.engine``'s pool: size it with
+``SQLALCHEMY_ENGINE_OPTIONS = {"pool_size": ...}`` in worker processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup, with_appcontext
+
+from venturi_sa.models import JobBase
+from venturi_sa.queue import Queue
+from venturi_sa.task import Task
+from venturi_sa.worker.app import WorkerApp
+from venturi_sa.worker.context import JobContext
+
+EXTENSION = "venturi"
+
+
+class Venturi:
+    """The extension: ``Venturi(app, db, queue)``, or ``Venturi(db=db, queue=queue)`` then ``init_app(app)``.
+
+    ``worker_options`` are more :class:`~venturi_sa.Worker` keyword arguments
+    (``concurrency``, ``on_start``, ``around_run`` for your own scopes, which
+    run inside the app context...).
+    """
+
+    def __init__(self, app: Flask | None = None, db: Any = None, queue: Queue | None = None,
+                 **worker_options: Any) -> None:
+        if queue is not None and not isinstance(queue, Queue):
+            raise TypeError(f"Venturi(queue=...) takes a venturi_sa.Queue, got {type(queue).__name__}")
+        self.db = db
+        self.queue = queue
+        self.worker_options = dict(worker_options)
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Register the extension and the ``flask venturi`` commands on ``app``."""
+        if self.db is None or self.queue is None:
+            raise TypeError("Venturi needs db= (a flask_sqlalchemy.SQLAlchemy) and queue= (a venturi_sa.Queue)")
+        app.extensions[EXTENSION] = self
+        app.cli.add_command(commands)
+
+    # -- the web side ------------------------------------------------------------------------
+    def enqueue(self, task: Task, **options: Any) -> JobBase:
+        """``queue.enqueue(db.session, task)``: joins the request's transaction; never commits."""
+        assert self.queue is not None
+        return self.queue.enqueue(self.db.session, task, **options)
+
+    def enqueue_many(self, tasks: Sequence[Task], **options: Any) -> list[JobBase]:
+        """``queue.enqueue_many(db.session, tasks)``; never commits."""
+        assert self.queue is not None
+        return self.queue.enqueue_many(self.db.session, tasks, **options)
+
+    @property
+    def engine(self) -> Any:
+        """``db.engine`` of the current app (needs an app context), for ``queue.get_job(venturi.engine, ...)``."""
+        return self.db.engine
+
+    # -- the worker side ---------------------------------------------------------------------
+    def worker_app(self, app: Flask) -> WorkerApp:
+        """What ``venturi worker`` / ``flask venturi worker`` run: ``db.engine``, each run in the app context."""
+        assert self.queue is not None
+        options = dict(self.worker_options)
+        around = options.pop("around_run", None)
+        own = [around] if callable(around) else list(around or [])
+
+        def engine() -> Any:
+            with app.app_context():
+                return self.db.engine
+
+        def in_app_context(ctx: JobContext) -> Any:
+            return app.app_context()
+
+        return WorkerApp(self.queue, engine=engine, on_start=options.pop("on_start", None),
+                         on_stop=options.pop("on_stop", None), around_run=[in_app_context, *own],
+                         options=options)
+
+    def worker(self, app: Flask, **options: Any) -> Any:
+        """A :class:`~venturi_sa.Worker` for ``app`` (e.g. to run in a thread, or in tests)."""
+        return self.worker_app(app).worker(**options)
+
+
+def extension(app: Flask | None = None) -> Venturi:
+    """The :class:`Venturi` of ``app`` (default: the current app); ``RuntimeError`` if it has none."""
+    app = app if app is not None else current_app._get_current_object()  # type: ignore[attr-defined]
+    ext = app.extensions.get(EXTENSION)
+    if not isinstance(ext, Venturi):
+        raise RuntimeError("this Flask app has no venturi extension: add Venturi(app, db, queue)")
+    return ext
+
+
+commands = AppGroup("venturi", help="Run venturi workers and inspect the app's queue.")
+
+
+def _register() -> None:
+    from venturi_sa.cli.worker_cmd import run_worker, worker_options
+
+    @commands.command("worker")
+    @worker_options
+    @with_appcontext
+    def worker(**options: Any) -> None:
+        """Run a worker for the app's queue on db.engine, each job in the app context, until stopped."""
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        run_worker(extension(app).worker_app(app), **options)
+
+    def forward(name: str) -> None:
+        @commands.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                                  "help_option_names": []})
+        @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+        @with_appcontext
+        def forwarded(args: tuple[str, ...]) -> None:
+            from venturi_sa.cli import cli
+
+            ext = extension()
+            assert ext.queue is not None
+            url = ext.db.engine.url.render_as_string(hide_password=False)
+            extra = [] if "--help" in args or "-h" in args else ["--dsn", url, "--prefix", ext.queue.prefix]
+            cli.main(args=[name, *args, *extra], prog_name="flask venturi", standalone_mode=False)
+
+        forwarded.__doc__ = f"`venturi {name} ...` on the app's database and queue prefix."
+
+    for name in ("stats", "jobs", "cleanup"):
+        forward(name)
+
+
+_register()

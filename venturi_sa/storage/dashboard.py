@@ -1,0 +1,362 @@
+"""The dashboard's read SQL: filtered job pages, journal activity windows, workers, change tokens.
+
+Every statement is a plain ``SELECT`` without locks, served by a seed index;
+builders are public so ``tests/web`` can ``EXPLAIN`` exactly what a page runs.
+Nothing here commits.
+
+- **Job pages** walk ``_jobs_created (created_at, id)`` backwards from a keyset
+  position (never OFFSET).  A filter the index cannot answer (status, kind, text
+  in the payload or a journal note) is checked row by row, so each page reads at
+  most ``scan`` rows of the walk: a rare match costs one bounded page, never a
+  scan of the whole table, and the page says where the walk stopped.
+- **Activity** (throughput per bucket) reads the journal, which has no time
+  index: its identity key is in insertion order, so a binary search over the
+  primary key (one recursive statement, ~log2(rows) index probes) finds the first
+  entry of the window, and the window is then a primary-key range scan.
+- **Latency** (enqueue to finish) reads the jobs finished in the window through
+  the partial ``_jobs_finished (finished_at)``.
+- **Workers** are the ``claimed_by`` of claimed rows, through the partial
+  ``_jobs_lease ... WHERE status = 'claimed'``.
+- The **change token** (newest journal id, newest job) is two one-row index
+  probes: the live feed polls it to decide whether pages changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from venturi_sa.models import Models
+from venturi_sa.states import Outcome, Status
+from venturi_sa.storage.history import job_columns, job_statement, journal_statement
+from venturi_sa.storage.params import Runner
+from venturi_sa.storage.stats import PendingRow, expired_statement, pending_statement
+
+SCAN_BUDGET = 5000
+"""How many rows of the keyset walk one filtered page reads at most."""
+
+
+def _select(*columns: Any) -> sa.Select[Any]:
+    """``select()`` typed loosely, the same under SQLAlchemy 2.0 and 2.1."""
+    return sa.select(*columns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobFilter:
+    """Which jobs a page (or a bulk action) covers.
+
+    ``created_after`` is inclusive, ``created_before`` exclusive.  ``text`` is
+    matched case-insensitively, as a substring, against the payload's JSON text
+    and the job's journal notes.
+    """
+
+    statuses: Sequence[str] = ()
+    kind: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    text: str | None = None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether rows must be checked one by one (anything but the time window)."""
+        return bool(self.statuses or self.kind or self.text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobPageParams:
+    """One page: the filter, the page size, the keyset position, the scan budget."""
+
+    filter: JobFilter
+    limit: int = 50
+    after: tuple[datetime, str] | None = None
+    scan: int = SCAN_BUDGET
+
+
+def _like(text: str) -> str:
+    """``text`` as a LIKE pattern matching it anywhere, wildcards in it escaped."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
+    """The keyset walk: window and position only, newest first, at most ``scan`` rows."""
+    job, flt = models.Job, params.filter
+    stmt = _select(job.id, job.created_at)
+    if flt.created_after is not None:
+        stmt = stmt.where(job.created_at >= flt.created_after)
+    if flt.created_before is not None:
+        stmt = stmt.where(job.created_at < flt.created_before)
+    if params.after is not None:
+        created_at, job_id = params.after
+        stmt = stmt.where(sa.tuple_(job.created_at, job.id) < sa.tuple_(
+            sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text)))
+    limit = params.scan if flt.narrows else params.limit + 1
+    return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(limit).subquery("walk")
+
+
+def _matches(models: Models, flt: JobFilter) -> list[Any]:
+    """The row-by-row conditions of ``flt`` on the jobs table."""
+    job, entry = models.Job, models.JournalEntry
+    conditions: list[Any] = []
+    if flt.statuses:
+        conditions.append(job.status.in_(list(flt.statuses)))
+    if flt.kind:
+        conditions.append(job.kind == flt.kind)
+    if flt.text:
+        pattern = _like(flt.text)
+        noted = sa.exists().where(entry.job_id == job.id, entry.note.ilike(pattern, escape="\\"))
+        conditions.append(sa.or_(sa.cast(job.payload, sa.Text).ilike(pattern, escape="\\"), noted))
+    return conditions
+
+
+def job_page_statement(models: Models, params: JobPageParams) -> sa.Select[Any]:
+    """Up to ``limit + 1`` matching jobs of the walk, newest first (the extra row: more follow)."""
+    job, walk = models.Job, _walk(models, params)
+    return (
+        _select(*job_columns(models))
+        .join_from(walk, job, job.id == walk.c.id)
+        .where(*_matches(models, params.filter))
+        .order_by(walk.c.created_at.desc(), walk.c.id.desc())
+        .limit(params.limit + 1)
+    )
+
+
+def walk_end_statement(models: Models, params: JobPageParams) -> sa.Select[Any]:
+    """``(count, created_at, id)`` of the walk's last row: where a short filtered page stopped."""
+    walk = _walk(models, params)
+    last = _select(walk.c.created_at, walk.c.id).order_by(
+        walk.c.created_at, walk.c.id).limit(1).subquery("last")
+    total = _select(sa.func.count()).select_from(walk).scalar_subquery()
+    return _select(total, last.c.created_at, last.c.id).select_from(last)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobPage:
+    """The rows of one page, and where the next one starts (None: the walk is done)."""
+
+    rows: Sequence[sa.Row[Any]]
+    next_after: tuple[datetime, str] | None
+    scanned_to: datetime | None = None  # a short page stopped its walk here (more may match older)
+
+
+def fetch_job_page(models: Models, runner: Runner, params: JobPageParams) -> JobPage:
+    """One page: one statement, plus one more when a filtered page came back short."""
+    rows = runner.execute(job_page_statement(models, params)).all()
+    if len(rows) > params.limit:
+        rows = rows[:params.limit]
+        return JobPage(rows=rows, next_after=(rows[-1].created_at, rows[-1].id))
+    if not params.filter.narrows:
+        return JobPage(rows=rows, next_after=None)
+    end = runner.execute(walk_end_statement(models, params)).first()
+    if end is None or end[0] < params.scan:
+        return JobPage(rows=rows, next_after=None)
+    return JobPage(rows=rows, next_after=(end[1], end[2]), scanned_to=end[1])
+
+
+# -- the overview's counts: live rows exactly, history only within the window --------------
+
+def claimed_counts_statement(models: Models) -> sa.Select[Any]:
+    """``(kind, count)`` of claimed jobs (live rows only)."""
+    job = models.Job
+    return (_select(job.kind, sa.func.count()).where(job.status == Status.CLAIMED.value,
+                                                     job.claim_expires_at.is_not(None))
+            .group_by(job.kind))
+
+
+def dead_counts_statement(models: Models) -> sa.Select[Any]:
+    """``(kind, count)`` of dead jobs: an index-only range of ``_jobs_history`` over dead rows alone."""
+    job = models.Job
+    return _select(job.kind, sa.func.count()).where(job.status == Status.DEAD.value).group_by(job.kind)
+
+
+def finished_counts_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
+    """``(kind, status, count)`` of jobs finished in the window, through ``_jobs_finished``."""
+    job = models.Job
+    return (_select(job.kind, job.status, sa.func.count())
+            .where(job.finished_at >= params.since(), job.finished_at.is_not(None))
+            .group_by(job.kind, job.status))
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverviewCounts:
+    """The overview's counts at ``as_of``: never a count over every retained ``completed`` row."""
+
+    as_of: datetime
+    pending: Sequence[PendingRow]
+    expired: Sequence[tuple[str, int]]
+    claimed: Sequence[tuple[str, int]]
+    dead: Sequence[tuple[str, int]]
+    finished: Sequence[tuple[str, str, int]]
+
+
+def fetch_overview_counts(models: Models, runner: Runner, params: WindowParams) -> OverviewCounts:
+    """Six small statements; run them in one REPEATABLE READ transaction to share one snapshot."""
+    as_of = runner.execute(_select(sa.func.now())).scalar_one()
+    pending = [PendingRow(kind=r[0], eligible=int(r[1]), scheduled=int(r[2]), oldest_eligible_age=r[3])
+               for r in runner.execute(pending_statement(models))]
+
+    def pairs(stmt: sa.Select[Any]) -> list[tuple[str, int]]:
+        return [(r[0], int(r[1])) for r in runner.execute(stmt)]
+
+    return OverviewCounts(
+        as_of=as_of, pending=pending, expired=pairs(expired_statement(models)),
+        claimed=pairs(claimed_counts_statement(models)), dead=pairs(dead_counts_statement(models)),
+        finished=[(r[0], r[1], int(r[2])) for r in runner.execute(finished_counts_statement(models, params))])
+
+
+# -- the journal window -------------------------------------------------------------------
+
+def journal_floor(models: Models, since: Any) -> sa.ScalarSelect[Any]:
+    """The id of the first journal entry recorded at or after ``since`` (binary search on the key).
+
+    Entries are numbered in insertion order, so ``recorded_at`` grows with ``id``
+    (up to commit-order jitter of a few milliseconds).  Each step probes the
+    primary key once; the search ends in about log2(rows) steps.
+    """
+    entry = models.journal_table
+    bounds = _select(sa.func.min(entry.c.id).label("lo"), sa.func.max(entry.c.id).label("hi")).cte(
+        "search", recursive=True)
+    mid = (bounds.c.lo + bounds.c.hi) // 2
+    probe = (_select(entry.c.id, entry.c.recorded_at).where(entry.c.id >= mid)
+             .order_by(entry.c.id).limit(1).lateral("probe"))
+    before = probe.c.recorded_at < since
+    step = (
+        _select(sa.case((before, probe.c.id + 1), else_=bounds.c.lo),
+                sa.case((before, bounds.c.hi), else_=mid))
+        .select_from(bounds.join(probe, sa.true()))
+        .where(bounds.c.lo < bounds.c.hi)
+    )
+    search = bounds.union_all(step)
+    return _select(sa.func.max(search.c.lo)).scalar_subquery()
+
+
+def _bucket(column: Any, seconds: int) -> Any:
+    """``column`` rounded down to a multiple of ``seconds`` since the epoch."""
+    epoch = sa.extract("epoch", column)
+    return sa.func.to_timestamp(sa.func.floor(epoch / seconds) * seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowParams:
+    """The window ``[now() - span, now()]`` on the database clock, cut into buckets of ``bucket_seconds``."""
+
+    span: timedelta
+    bucket_seconds: int
+
+    def since(self) -> Any:
+        return sa.func.now() - sa.literal(self.span, sa.Interval)
+
+
+def activity_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
+    """``(bucket, outcome, count)`` of the journal entries in the window."""
+    entry = models.journal_table
+    bucket = _bucket(entry.c.recorded_at, params.bucket_seconds).label("bucket")
+    return (
+        _select(bucket, entry.c.outcome, sa.func.count())
+        .where(entry.c.id >= journal_floor(models, params.since()), entry.c.recorded_at >= params.since())
+        .group_by(bucket, entry.c.outcome)
+        .order_by(bucket)
+    )
+
+
+def latency_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
+    """``(bucket, p50, p95, count)`` seconds from enqueue to ``completed``, for jobs finished in the window."""
+    job = models.Job
+    bucket = _bucket(job.finished_at, params.bucket_seconds).label("bucket")
+    seconds = sa.extract("epoch", job.finished_at - job.created_at)
+    return (
+        _select(bucket, sa.func.percentile_cont(0.5).within_group(seconds),
+                sa.func.percentile_cont(0.95).within_group(seconds), sa.func.count())
+        .where(job.finished_at >= params.since(), job.finished_at.is_not(None),
+               job.status == Status.COMPLETED.value)
+        .group_by(bucket)
+        .order_by(bucket)
+    )
+
+
+def fetch_activity(models: Models, runner: Runner, params: WindowParams) -> Sequence[sa.Row[Any]]:
+    return runner.execute(activity_statement(models, params)).all()
+
+
+def fetch_latency(models: Models, runner: Runner, params: WindowParams) -> Sequence[sa.Row[Any]]:
+    return runner.execute(latency_statement(models, params)).all()
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+WORKER_JOBS = 200
+"""How many claimed jobs the workers page lists at most (the counts cover them all)."""
+
+
+def workers_statement(models: Models) -> sa.Select[Any]:
+    """Per ``claimed_by``: claimed jobs, expired leases, kinds, soonest and latest lease end."""
+    job = models.Job
+    expired = job.claim_expires_at < sa.func.now()
+    return (
+        _select(job.claimed_by, sa.func.count(), sa.func.count().filter(expired),
+                sa.func.array_agg(sa.distinct(job.kind)), sa.func.min(job.claim_expires_at),
+                sa.func.max(job.claim_expires_at), sa.func.max(job.run_count))
+        .where(job.status == Status.CLAIMED.value, job.claim_expires_at.is_not(None))
+        .group_by(job.claimed_by)
+        .order_by(job.claimed_by)
+    )
+
+
+def claimed_statement(models: Models) -> sa.Select[Any]:
+    """The claimed jobs, soonest lease end first (``_jobs_lease`` order), at most :data:`WORKER_JOBS`."""
+    job = models.Job
+    return (
+        _select(job.id, job.kind, job.claimed_by, job.claim_expires_at, job.run_count,
+                job.claim_expires_at < sa.func.now())
+        .where(job.status == Status.CLAIMED.value, job.claim_expires_at.is_not(None))
+        .order_by(job.claim_expires_at)
+        .limit(WORKER_JOBS)
+    )
+
+
+def fetch_workers(models: Models, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
+    return runner.execute(workers_statement(models)).all(), runner.execute(claimed_statement(models)).all()
+
+
+# -- one job ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class JobDetail:
+    """One job's row (None: no such job), its journal in order, and the database clock."""
+
+    row: sa.Row[Any] | None
+    journal: Sequence[sa.Row[Any]]
+    now: datetime | None
+
+
+def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
+    """The row by primary key, then (if found) its journal through ``_journal_job`` and ``now()``."""
+    row = runner.execute(job_statement(models, job_id)).first()
+    if row is None:
+        return JobDetail(row=None, journal=(), now=None)
+    journal = runner.execute(journal_statement(models, job_id)).all()
+    return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
+
+
+# -- the change token -----------------------------------------------------------------
+
+def token_statement(models: Models) -> sa.Select[Any]:
+    """``(newest journal id, newest job's created_at, its id)``: each a one-row backward index probe."""
+    job, entry = models.Job, models.JournalEntry
+    newest_entry = _select(entry.id).order_by(entry.id.desc()).limit(1).scalar_subquery()
+    newest_job = _select(job.created_at, job.id).order_by(job.created_at.desc(), job.id.desc()).limit(1).subquery()
+    return _select(newest_entry, newest_job.c.created_at, newest_job.c.id).select_from(
+        sa.select(sa.literal(1)).subquery()).outerjoin(newest_job, sa.true())
+
+
+def fetch_token(models: Models, runner: Runner) -> tuple[Any, ...]:
+    row = runner.execute(token_statement(models)).one()
+    return tuple(row)
+
+
+FAILED_OUTCOMES = (Outcome.RETRIED.value, Outcome.DEAD.value, Outcome.STALE_RECOVERED.value)
+"""Journal outcomes the throughput chart counts as failures."""

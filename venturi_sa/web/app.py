@@ -1,0 +1,183 @@
+"""The dashboard as an ASGI application: :func:`create_app`, and the :class:`Dashboard` it serves.
+
+Mount it in a FastAPI or Starlette application (``app.mount("/venturi",
+create_app(engine, "shop"))``), wrap it for a WSGI one (docs/dashboard.md: Flask
+with ``a2wsgi``), or run it alone (``venturi web``).  It reads through the
+operations API and the storage seam in short transactions of its own, never the
+application's session; actions are the operations' own transactions, one per job.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import sqlalchemy as sa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from venturi_sa.models import Models, make_models
+from venturi_sa.prefix import validate_prefix
+from venturi_sa.web import charts, queries
+from venturi_sa.web.actions import Action, registry
+from venturi_sa.web.live import Feed
+from venturi_sa.web.security import (
+    CSRF_COOKIE,
+    ActorOf,
+    Authorize,
+    Redact,
+    Refused,
+    check_authorized,
+    check_csrf,
+    csrf_token,
+    default_actor,
+    no_redaction,
+)
+
+HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page:
+    """An extra page (schedules, paused kinds, ...): a nav entry and its endpoint.
+
+    ``endpoint(request, dashboard)`` returns a response (or an awaitable one);
+    :meth:`Dashboard.render` draws a template in the dashboard's layout and
+    :meth:`Dashboard.guard` runs the checks every state-changing request needs.
+    """
+
+    path: str
+    title: str
+    endpoint: Callable[[Request, Dashboard], Response | Awaitable[Response]]
+    methods: tuple[str, ...] = ("GET",)
+    nav: bool = True
+
+
+def _ts(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ago(value: timedelta | None) -> str:
+    if value is None:
+        return "-"
+    seconds = value.total_seconds()
+    if abs(seconds) < 1:
+        return f"{seconds * 1000:.0f} ms"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
+class Dashboard:
+    """One queue's dashboard: its settings, templates, live feed and action registry."""
+
+    def __init__(self, engine: sa.Engine, models: Models, *, read_only: bool, authorize: Authorize | None,
+                 redact: Redact, actor: ActorOf, actions: Sequence[Action], pages: Sequence[Page],
+                 poll_interval: float, listen: bool, title: str, template_dirs: Sequence[str | Path]) -> None:
+        self.engine = engine
+        self.models = models
+        self.read_only = read_only
+        self.authorize = authorize
+        self.redact = redact
+        self.actor = actor
+        self.actions = registry(actions)
+        self.pages = tuple(pages)
+        self.title = title
+        self.feed = Feed(engine, models.names.channel, lambda: queries.token(models, engine),
+                         poll_interval=poll_interval, listen=listen)
+        loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader([str(d) for d in template_dirs]),
+                                      jinja2.FileSystemLoader(str(HERE / "templates"))])
+        env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+        env.filters.update(ts=_ts, ago=_ago, pretty=self.pretty)
+        env.globals.update(charts=charts)
+        self.templates = Jinja2Templates(env=env)
+
+    @property
+    def prefix(self) -> str:
+        return self.models.prefix
+
+    def pretty(self, value: Any, kind: str = "", field: str = "payload", indent: int | None = 2) -> str:
+        """``value`` after the redaction hook, as JSON (indented; or on one line, as the text search sees it)."""
+        shown = self.redact(kind, field, value)
+        separators = (",", ": ") if indent else (", ", ": ")
+        return json.dumps(shown, indent=indent, sort_keys=True, default=str, separators=separators)
+
+    def base(self, request: Request) -> str:
+        """The URL path this dashboard is mounted at ("" at the root)."""
+        return str(request.scope.get("root_path", "")).rstrip("/")
+
+    def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
+        """``template`` drawn in the dashboard's layout; sets the CSRF cookie on a first visit."""
+        token = csrf_token(request)
+        base = self.base(request)
+        context.setdefault("page", "")
+        context.update(dashboard=self, base=base, csrf=token, msg=request.query_params.get("msg", ""))
+        response = self.templates.TemplateResponse(request, template, context, status_code=status_code)
+        if request.cookies.get(CSRF_COOKIE) != token:
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=base or "/")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    def check_request(self, request: Request, form: Any, action: str) -> None:
+        """Read-only mode, then the CSRF token: raises :class:`Refused` unless both pass."""
+        if self.read_only:
+            raise Refused(403, f"this dashboard is read-only: {action} refused")
+        check_csrf(request, form.get("csrf"))
+
+    async def guard(self, request: Request, form: Any, action: str, job_ids: Sequence[str]) -> None:
+        """Read-only, CSRF, then ``authorize(request, action, job_ids)``: :class:`Refused` unless all pass."""
+        self.check_request(request, form, action)
+        await check_authorized(self.authorize, request, action, job_ids)
+
+
+def _page_route(page: Page, dashboard: Dashboard) -> Route:
+    async def endpoint(request: Request) -> Response:
+        result = page.endpoint(request, dashboard)
+        return await result if inspect.isawaitable(result) else result
+
+    return Route(page.path, endpoint, methods=list(page.methods), name=f"page:{page.path}")
+
+
+def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = False,
+               authorize: Authorize | None = None, redact: Redact | None = None,
+               actor: ActorOf | None = None, actions: Sequence[Action] = (), pages: Sequence[Page] = (),
+               poll_interval: float = 2.0, listen: bool = True, title: str | None = None,
+               template_dirs: Sequence[str | Path] = ()) -> Starlette:
+    """The dashboard of queue ``prefix`` on ``engine`` (a sync Engine), as a Starlette app.
+
+    ``read_only`` refuses every action on the server (403) and hides the buttons.
+    ``authorize(request, action, job_ids)`` is asked before each action;
+    ``redact(kind, field, value)`` filters payloads, carries and attachments
+    before they are shown; ``actor(request)`` names who acted in the journal
+    (default: the host app's authenticated user, else the client address).
+    ``actions`` and ``pages`` extend the built-in ones.  The live feed polls
+    the queue at most every ``poll_interval`` seconds while a browser watches,
+    and wakes on the queue's NOTIFY unless ``listen`` is False (e.g. behind PgBouncer
+    in transaction mode).  The app holds no transaction open between requests.
+    """
+    from venturi_sa.web import routes
+
+    models = make_models(validate_prefix(prefix))
+    dashboard = Dashboard(engine, models, read_only=read_only, authorize=authorize,
+                          redact=redact or no_redaction, actor=actor or default_actor, actions=actions,
+                          pages=pages, poll_interval=poll_interval, listen=listen,
+                          title=title or f"venturi · {prefix}", template_dirs=template_dirs)
+    table: list[BaseRoute] = [
+        *routes.routes(dashboard),
+        *(_page_route(p, dashboard) for p in dashboard.pages),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=table, exception_handlers=routes.handlers(dashboard))
+    app.state.dashboard = dashboard
+    return app

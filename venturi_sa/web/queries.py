@@ -1,0 +1,256 @@
+"""What each page reads, through the storage seam, each in one short read-only transaction.
+
+Nothing here locks or writes; every function returns plain records built
+from rows already read.  The statements are in :mod:`venturi_sa.storage.dashboard`
+(and the history/stats ones the operations API uses), each served by a seed index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from venturi_sa.models import Models
+from venturi_sa.ops.records import JobInfo, JournalInfo
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.dashboard import (
+    FAILED_OUTCOMES,
+    JobFilter,
+    JobPageParams,
+    OverviewCounts,
+    WindowParams,
+)
+from venturi_sa.storage.history import JobParams
+
+WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 15 * 60)}
+"""Chart windows: how far back, and the bucket size in seconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    """One chart: bucket start times and, per named series, a value per bucket."""
+
+    starts: list[datetime]
+    values: dict[str, list[float]]
+    bucket_seconds: int
+
+
+KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "completed_recently",
+                "dead_recently")
+"""Per-kind counts on the overview; ``*_recently``: finished within the chart window."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counts:
+    """The overview's numbers: live rows and dead jobs exactly, completed ones within the window only.
+
+    A total of every retained ``completed`` row would mean counting the whole
+    history on a page that refreshes live; ``venturi stats`` gives it on demand.
+    """
+
+    as_of: datetime
+    by_kind: dict[str, dict[str, int]]
+    oldest_eligible_age_by_kind: dict[str, timedelta]
+
+    def total(self, key: str) -> int:
+        return sum(k[key] for k in self.by_kind.values())
+
+    @property
+    def oldest_eligible_age(self) -> timedelta | None:
+        return max(self.oldest_eligible_age_by_kind.values(), default=None)
+
+
+def _counts(raw: OverviewCounts) -> Counts:
+    by_kind: dict[str, dict[str, int]] = {}
+
+    def row(kind: str) -> dict[str, int]:
+        return by_kind.setdefault(kind, dict.fromkeys(KIND_COLUMNS, 0))
+
+    for p in raw.pending:
+        row(p.kind).update(eligible=p.eligible, scheduled=p.scheduled)
+    for key, pairs in (("expired_leases", raw.expired), ("claimed", raw.claimed), ("dead", raw.dead)):
+        for kind, n in pairs:
+            row(kind)[key] = n
+    for kind, status, n in raw.finished:
+        row(kind)[f"{status}_recently"] += n
+    ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
+    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overview:
+    counts: Counts
+    throughput: Series
+    latency: Series
+    window: str
+
+
+def _buckets(now: datetime, span: timedelta, seconds: int) -> list[datetime]:
+    """The bucket starts covering ``[now - span, now]``, aligned to the epoch like the SQL."""
+    first = int((now - span).timestamp()) // seconds * seconds
+    last = int(now.timestamp()) // seconds * seconds
+    return [datetime.fromtimestamp(t, tz=now.tzinfo) for t in range(first, last + 1, seconds)]
+
+
+def _series(starts: list[datetime], names: tuple[str, ...], seconds: int,
+            points: dict[tuple[int, str], float]) -> Series:
+    keys = [int(s.timestamp()) for s in starts]
+    return Series(starts=starts, bucket_seconds=seconds,
+                  values={n: [points.get((k, n), 0.0) for k in keys] for n in names})
+
+
+def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
+    """Counts, throughput (journal) and latency (finished jobs) over ``window`` ("hour" or "day").
+
+    All of it is read in one REPEATABLE READ snapshot, at one ``now()``.
+    """
+    span, seconds = WINDOWS[window]
+    backend, params = backend_for(models), WindowParams(span=span, bucket_seconds=seconds)
+    with short_transaction(models, engine, "REPEATABLE READ") as session:
+        counts = _counts(backend.dashboard_counts(session, params))
+        activity = backend.dashboard_activity(session, params)
+        latency = backend.dashboard_latency(session, params)
+    starts = _buckets(counts.as_of, span, seconds)
+    done: dict[tuple[int, str], float] = {}
+    for bucket, outcome, n in map(tuple, activity):
+        name = "completed" if outcome == "completed" else "failed" if outcome in FAILED_OUTCOMES else None
+        if name is not None:
+            key = (int(bucket.timestamp()), name)
+            done[key] = done.get(key, 0.0) + n
+    waits: dict[tuple[int, str], float] = {}
+    for bucket, p50, p95, _ in map(tuple, latency):
+        waits[(int(bucket.timestamp()), "p50")] = float(p50)
+        waits[(int(bucket.timestamp()), "p95")] = float(p95)
+    return Overview(counts=counts, window=window,
+                    throughput=_series(starts, ("completed", "failed"), seconds, done),
+                    latency=_series(starts, ("p50", "p95"), seconds, waits))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Jobs:
+    items: list[JobInfo]
+    next_after: tuple[datetime, str] | None
+    scanned_to: datetime | None = None
+
+
+def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
+    """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
+    with short_transaction(models, engine) as session:
+        page = backend_for(models).dashboard_jobs(session, params)
+    return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
+                scanned_to=page.scanned_to)
+
+
+def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tuple[str, ...],
+                 batch: int, most: int) -> Iterator[list[str]]:
+    """Batches of the ids matching ``flt`` whose status is one of ``statuses``, newest first.
+
+    Walks the whole filter page by page (each page its own transaction), so a
+    bulk action covers "all matching"; stops after ``most`` ids.  A filter
+    status outside ``statuses`` leaves nothing to match.
+    """
+    wanted = tuple(s for s in (flt.statuses or statuses) if s in statuses)
+    if not wanted:
+        return
+    params = JobPageParams(filter=replace(flt, statuses=wanted), limit=batch)
+    given = 0
+    while given < most:
+        page = jobs(models, engine, params)
+        ids = [j.id for j in page.items][:most - given]
+        if ids:
+            given += len(ids)
+            yield ids
+        if page.next_after is None:
+            return
+        params = replace(params, after=page.next_after)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """One journal entry with the time since the previous one."""
+
+    entry: JournalInfo
+    since_previous: timedelta | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Detail:
+    job: JobInfo
+    runs: list[Run]
+    now: datetime
+    reason: str = ""
+
+
+def _reason(job: JobInfo, now: datetime, runs: list[Run]) -> str:
+    """Why the job is (not) running, from its row alone."""
+    if job.status == "pending":
+        if job.visible_at > now:
+            last = runs[-1].entry.outcome if runs else None
+            why = {"paused": "paused by its handler", "retried": "backing off after a failure",
+                   "released": "released"}.get(last or "", "scheduled")
+            return f"not eligible until {job.visible_at:%Y-%m-%d %H:%M:%S %Z} ({why})"
+        return f"eligible since {job.visible_at:%Y-%m-%d %H:%M:%S %Z}: waiting for a worker of kind {job.kind!r}"
+    if job.status == "claimed":
+        if job.claim_expires_at is not None and job.claim_expires_at < now:
+            return (f"claimed by {job.claimed_by}, but its lease expired at "
+                    f"{job.claim_expires_at:%H:%M:%S}: waiting for lease recovery")
+        return f"running on {job.claimed_by} (run {job.run_count})"
+    if job.status == "dead":
+        last_note = next((r.entry.note for r in reversed(runs) if r.entry.note), None)
+        return f"dead: {last_note}" if last_note else "dead"
+    return "completed"
+
+
+def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
+    """The job's row and journal (one transaction), or None if there is no such job."""
+    with short_transaction(models, engine) as session:
+        found = backend_for(models).dashboard_job(session, JobParams(job_id=job_id))
+    if found.row is None or found.now is None:
+        return None
+    row, entries, now = found.row, found.journal, found.now
+    job = JobInfo(**row._mapping)
+    runs: list[Run] = []
+    previous = job.created_at
+    for r in entries:
+        entry = JournalInfo(**r._mapping)
+        runs.append(Run(entry=entry, since_previous=entry.recorded_at - previous))
+        previous = entry.recorded_at
+    return Detail(job=job, runs=runs, now=now, reason=_reason(job, now, runs))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Worker:
+    name: str
+    claimed: int
+    expired: int
+    kinds: list[str]
+    soonest: datetime | None
+    latest: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workers:
+    workers: list[Worker]
+    claimed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def workers(models: Models, engine: sa.Engine) -> Workers:
+    """Who holds claims now, and the claimed jobs (soonest lease end first, bounded)."""
+    with short_transaction(models, engine) as session:
+        grouped, claimed = backend_for(models).dashboard_workers(session)
+    return Workers(
+        workers=[Worker(name=r[0] or "?", claimed=int(r[1]), expired=int(r[2]), kinds=sorted(r[3] or []),
+                        soonest=r[4], latest=r[5]) for r in map(tuple, grouped)],
+        claimed=[{"id": r[0], "kind": r[1], "claimed_by": r[2], "claim_expires_at": r[3],
+                  "run_count": r[4], "expired": bool(r[5])} for r in map(tuple, claimed)])
+
+
+def token(models: Models, engine: sa.Engine) -> tuple[Any, ...]:
+    """The change token (see :func:`venturi_sa.storage.dashboard.token_statement`)."""
+    with short_transaction(models, engine) as session:
+        return backend_for(models).dashboard_token(session)

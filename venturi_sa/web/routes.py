@@ -1,0 +1,232 @@
+"""The dashboard's pages, fragments, actions and event stream.
+
+GET pages read (each in one or two short transactions, see
+:mod:`venturi_sa.web.queries`); fragments are the live parts of a page, re-read
+when the event stream says the queue changed.  ``POST /actions`` is the only
+state-changing route: it passes :meth:`Dashboard.guard` first, then applies the
+action to the selected ids, or to every job matching the submitted filter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from venturi_sa.errors import InvalidOption
+from venturi_sa.ops.history import decode_cursor, encode_cursor
+from venturi_sa.states import STATUSES
+from venturi_sa.storage.dashboard import JobFilter, JobPageParams
+from venturi_sa.web import queries
+from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
+from venturi_sa.web.app import Dashboard
+from venturi_sa.web.security import Refused, check_authorized
+
+PAGE_SIZE = 50
+BULK_BATCH = 100
+BULK_MOST = 2000
+"""The most jobs one "all matching" request changes (the page says when more may match)."""
+WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
+           "7d": timedelta(days=7)}
+TEXT_LIMIT = 200
+
+
+def _bad(message: str) -> HTTPException:
+    return HTTPException(400, message)
+
+
+def parse_filter(values: Any, now: datetime) -> tuple[JobFilter, dict[str, str]]:
+    """The job filter in ``values`` (query or form), and its fields as given (for links and forms)."""
+    status = (values.get("status") or "").strip()
+    if status and status not in STATUSES:
+        raise _bad(f"invalid status {status!r}: use one of {', '.join(STATUSES)}")
+    window = (values.get("window") or "").strip()
+    if window and window not in WINDOWS:
+        raise _bad(f"invalid window {window!r}: use one of {', '.join(WINDOWS)}")
+    kind = (values.get("kind") or "").strip()
+    text = (values.get("q") or "").strip()
+    if len(kind) > TEXT_LIMIT or len(text) > TEXT_LIMIT:
+        raise _bad(f"kind and text filters are limited to {TEXT_LIMIT} characters")
+    upto = (values.get("upto") or "").strip()
+    before = None
+    if upto:
+        try:
+            before = datetime.fromisoformat(upto)
+        except ValueError:
+            raise _bad(f"invalid upto time {upto!r}") from None
+        if before.tzinfo is None:
+            raise _bad("upto must carry a time zone")
+    flt = JobFilter(statuses=(status,) if status else (), kind=kind or None, text=text or None,
+                    created_after=now - WINDOWS[window] if window else None, created_before=before)
+    given = {k: v for k, v in (("status", status), ("kind", kind), ("window", window), ("q", text)) if v}
+    return flt, given
+
+
+def _after(values: Any) -> tuple[datetime, str] | None:
+    cursor = values.get("after")
+    if not cursor:
+        return None
+    try:
+        return decode_cursor(cursor)
+    except InvalidOption as exc:
+        raise _bad(str(exc)) from None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def routes(dashboard: Dashboard) -> list[Route]:
+    """Every built-in route, bound to ``dashboard``."""
+
+    def overview_data(request: Request) -> queries.Overview:
+        window = request.query_params.get("window", "hour")
+        if window not in queries.WINDOWS:
+            raise _bad(f"invalid chart window {window!r}: use hour or day")
+        return queries.overview(dashboard.models, dashboard.engine, window)
+
+    def overview(request: Request) -> Response:
+        return dashboard.render(request, "overview.html", view=overview_data(request), page="overview")
+
+    def overview_fragment(request: Request) -> Response:
+        return dashboard.render(request, "overview_body.html", view=overview_data(request))
+
+    def jobs_data(request: Request) -> dict[str, Any]:
+        now = _now()
+        flt, given = parse_filter(request.query_params, now)
+        after = _after(request.query_params)
+        page = queries.jobs(dashboard.models, dashboard.engine,
+                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after))
+        more = None
+        if page.next_after is not None:
+            more = urlencode({**given, "after": encode_cursor(*page.next_after)})
+        return {"jobs": page, "given": given, "more": more, "first": after is None,
+                "query": urlencode(given), "upto": now.isoformat(), "statuses": STATUSES,
+                "windows": list(WINDOWS)}
+
+    def jobs(request: Request) -> Response:
+        return dashboard.render(request, "jobs.html", page="jobs", **jobs_data(request))
+
+    def jobs_fragment(request: Request) -> Response:
+        return dashboard.render(request, "jobs_rows.html", **jobs_data(request))
+
+    def job_data(request: Request) -> queries.Detail:
+        job_id = request.path_params["job_id"]
+        found = queries.detail(dashboard.models, dashboard.engine, job_id)
+        if found is None:
+            raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
+        return found
+
+    def job(request: Request) -> Response:
+        return dashboard.render(request, "job.html", page="jobs", view=job_data(request))
+
+    def job_fragment(request: Request) -> Response:
+        return dashboard.render(request, "job_body.html", view=job_data(request))
+
+    def workers(request: Request) -> Response:
+        view = queries.workers(dashboard.models, dashboard.engine)
+        return dashboard.render(request, "workers.html", page="workers", view=view)
+
+    def workers_fragment(request: Request) -> Response:
+        view = queries.workers(dashboard.models, dashboard.engine)
+        return dashboard.render(request, "workers_body.html", view=view)
+
+    async def act(request: Request) -> Response:
+        form = await request.form()
+        name, _, scope = str(form.get("do") or "").partition(":")
+        action = dashboard.actions.get(name)
+        if action is None or scope not in ("selected", "matching"):
+            raise _bad(f"unknown action {form.get('do')!r}")
+        note = str(form.get("note") or "").strip()[:500] or None
+        ctx = ActionContext(models=dashboard.models, engine=dashboard.engine,
+                            actor=dashboard.actor(request), note=note)
+        if scope == "selected":
+            ids = [str(i) for i in form.getlist("ids")]
+            if not ids:
+                raise _bad("no jobs selected")
+            if len(ids) > BULK_MOST:
+                raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
+            await dashboard.guard(request, form, action.name, ids)
+            outcome = await run_in_threadpool(apply_each, action, ctx, ids)
+        else:
+            dashboard.check_request(request, form, action.name)  # before any read of the filter's jobs
+            flt, _ = parse_filter(form, _now())
+            outcome = await _apply_matching(request, action, ctx, flt)
+        return _back(request, form, _summary(action.label, outcome))
+
+    async def _apply_matching(request: Request, action: Action, ctx: ActionContext, flt: JobFilter) -> Outcome:
+        """Walk every matching job in batches; ``authorize`` is asked for each batch before it runs."""
+        total = Outcome()
+        batches = queries.matching_ids(dashboard.models, dashboard.engine, flt, action.statuses,
+                                       BULK_BATCH, BULK_MOST + 1)
+        while True:
+            ids = await run_in_threadpool(next, batches, None)
+            if ids is None:
+                return total
+            if len(total.applied) + len(total.skipped) + len(ids) > BULK_MOST:
+                ids = ids[:BULK_MOST - len(total.applied) - len(total.skipped)]
+                total.truncated = True
+            if ids:
+                await check_authorized(dashboard.authorize, request, action.name, ids)
+                total.merge(await run_in_threadpool(apply_each, action, ctx, ids))
+            if total.truncated:
+                return total
+
+    async def events(request: Request) -> Response:
+        return StreamingResponse(dashboard.feed.events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    return [
+        Route("/", overview, name="overview"),
+        Route("/fragment/overview", overview_fragment),
+        Route("/jobs", jobs, name="jobs"),
+        Route("/fragment/jobs", jobs_fragment),
+        Route("/jobs/{job_id}", job, name="job"),
+        Route("/fragment/jobs/{job_id}", job_fragment),
+        Route("/workers", workers, name="workers"),
+        Route("/fragment/workers", workers_fragment),
+        Route("/actions", act, methods=["POST"], name="actions"),
+        Route("/events", events, name="events"),
+    ]
+
+
+def _summary(label: str, outcome: Outcome) -> str:
+    text = f"{label}: {len(outcome.applied)} job(s) changed"
+    if outcome.skipped:
+        text += f", {len(outcome.skipped)} skipped (their status did not allow it)"
+    if outcome.truncated:
+        text += f"; stopped after {BULK_MOST}: run it again for the rest"
+    return text
+
+
+def _back(request: Request, form: Any, message: str) -> Response:
+    """303 back to the page the form came from (a path of this dashboard only), with the message."""
+    base = str(request.scope.get("root_path", "")).rstrip("/")
+    back = str(form.get("next") or "")
+    if not back.startswith(base + "/") or back.startswith("//") or "\\" in back:
+        back = base + "/jobs"
+    path, _, query = back.partition("?")
+    kept = "&".join(p for p in query.split("&") if p and not p.startswith("msg="))
+    joiner = "&" if kept else ""
+    return RedirectResponse(f"{path}?{kept}{joiner}{urlencode({'msg': message})}", status_code=303)
+
+
+def handlers(dashboard: Dashboard) -> dict[Any, Any]:
+    """Refusals and HTTP errors as a page in the dashboard's layout (plain text for fragments)."""
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        return dashboard.render(request, "error.html", status_code=exc.status, message=exc.reason)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return dashboard.render(request, "error.html", status_code=exc.status_code, message=exc.detail)
+
+    return {Refused: refused, HTTPException: http_error}
+

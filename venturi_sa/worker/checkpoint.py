@@ -1,0 +1,84 @@
+"""Durable progress: a running handler saves its carry mid-run (``ctx.checkpoint``, ``ctx.progress``).
+
+Each checkpoint is one short transaction of its own on the worker's engine
+(one round trip: a fenced ``UPDATE ... RETURNING``), committed before
+``checkpoint()`` returns, so the application reads it at once through
+``queue.get_job(...).carry``.  It is fenced like an outcome write: a run
+whose claim is gone (a zombie after its lease was recovered) writes nothing
+and gets :class:`~venturi_sa.errors.LeaseLost`.  If the worker dies, the
+next run starts from the last checkpoint's carry; the handler's
+``ctx.session`` work is not part of a checkpoint (it still commits with the
+outcome).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+from marshmallow import Schema
+
+from venturi_sa import payloads
+from venturi_sa.errors import InvalidOption, LeaseLost
+from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.checkpoint import CheckpointParams
+from venturi_sa.storage.params import Fence, Runner
+
+if TYPE_CHECKING:
+    from venturi_sa.worker.context import JobContext
+
+PROGRESS_KEY = "progress"
+"""The carry key ``ctx.progress()`` writes: ``{"done": n, "total": m, "message": text}``."""
+
+
+@dataclass(frozen=True)
+class Checkpointer:
+    """What one run needs to checkpoint: the fence, the carry schema, and where to write.
+
+    ``begin(fn)`` runs ``fn`` in the checkpoint's transaction and commits
+    (the worker's connection runner; the testing helpers' own session); with ``backend``
+    None nothing is written (``venturi_sa.testing.perform``, which has no
+    database) and the carry is only checked and kept.
+    """
+
+    fence: Fence
+    carry_schema: Schema | None
+    backend: Backend | None = None
+    begin: Callable[[Callable[[Runner], bool]], bool] | None = None
+
+    def write(self, ctx: JobContext, carry: Any, note: str | None) -> None:
+        """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success."""
+        stored = payloads.dump(self.carry_schema, carry, "checkpoint carry") if (
+            self.carry_schema is not None and carry is not None) else carry
+        stored = payloads.ensure_json(stored, "checkpoint carry")
+        written = True
+        if self.backend is not None and self.begin is not None:
+            backend, params = self.backend, CheckpointParams(fence=self.fence, carry=stored)
+            written = self.begin(lambda runner: backend.checkpoint(runner, params))
+        if not written:
+            ctx.mark_lease_lost()
+            raise LeaseLost(f"job {self.fence.job_id} run {self.fence.run_count} no longer holds its claim: "
+                            "the checkpoint wrote nothing, and the run's outcome will not be recorded")
+        ctx.carry = carry
+        ctx.log.info("checkpoint%s", f": {note}" if note else "")
+
+
+def with_progress(carry: Any, schema: Schema | None, done: float, total: float | None,
+                  message: str | None) -> dict[str, Any]:
+    """``carry`` (None or a dict) with its ``progress`` entry set; ``InvalidOption`` if it cannot hold one."""
+    for name, value in (("done", done), ("total", total)):
+        if value is None and name == "total":
+            continue
+        if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
+            raise InvalidOption(f"ctx.progress({name}=...) must be a non-negative number, got {value!r}")
+    if message is not None and not isinstance(message, str):
+        raise InvalidOption(f"ctx.progress(message=...) must be a string, got {type(message).__name__}")
+    if carry is not None and not isinstance(carry, dict):
+        raise InvalidOption(f"ctx.progress() stores {{'{PROGRESS_KEY}': ...}} in the carry, which is a "
+                            f"{type(carry).__name__}; use ctx.checkpoint(carry=...) instead")
+    if schema is not None and PROGRESS_KEY not in schema.fields:
+        raise InvalidOption(f"ctx.progress() stores {{'{PROGRESS_KEY}': ...}} in the carry: add "
+                            f"`{PROGRESS_KEY} = fields.Dict()` to {type(schema).__name__}")
+    return {**(carry or {}), PROGRESS_KEY: {"done": done, "total": total, "message": message}}

@@ -1,0 +1,84 @@
+"""Outcome hooks: ``Task.on_complete``, ``on_retry`` and ``on_dead``, run in the outcome's transaction.
+
+A run whose task overrides one of them is persisted in a session (the
+handler's ``ctx.session`` if it used one, else a fresh one): the fenced
+outcome write goes first, then the hook, with ``ctx.session`` in that same
+transaction, then one commit.  So the application's own rows change
+exactly once, together with the job's final state; if the fence fails (the
+lease was lost) the hook is not called and nothing commits.  A hook that
+raises rolls the whole transaction back (the handler's session work too)
+and the run is recorded as a retryable failure saying so, without calling
+a hook again.  Not called: for a job whose stored payload cannot be decoded,
+for a stale recovery (the worker that ran it is gone) and for operator actions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from venturi_sa.states import Outcome
+from venturi_sa.storage.params import FinishParams
+from venturi_sa.task import Task
+from venturi_sa.worker.run import Run
+
+HOOK_NAMES = {Outcome.COMPLETED: "on_complete", Outcome.RETRIED: "on_retry", Outcome.DEAD: "on_dead"}
+
+
+@dataclass(frozen=True)
+class OutcomeContext:
+    """What an outcome hook sees: the run, its outcome and the outcome's ``session``.
+
+    ``session`` is in the transaction that records the outcome: write the
+    application's own rows through it and never commit it yourself.
+    ``result`` is the completed run's result (its attachment), ``note`` the
+    journal note.
+    """
+
+    job_id: str
+    kind: str
+    run_count: int
+    failure_count: int
+    outcome: Outcome
+    note: str | None
+    result: Any
+    carry: Any
+    session: Session
+    log: logging.LoggerAdapter[logging.Logger]
+
+
+def hook_name(run: Run) -> str | None:
+    """The name of the outcome hook this run's task overrides for its outcome, or None."""
+    if run.task is None or run.params is None:
+        return None
+    name = HOOK_NAMES.get(run.params.outcome)
+    if name is None or getattr(type(run.task), name) is getattr(Task, name):
+        return None
+    return name
+
+
+def has_hook(run: Run) -> bool:
+    return hook_name(run) is not None
+
+
+def hook_call(run: Run, params: FinishParams) -> Callable[[Session], None] | None:
+    """``call(session)`` running the task's hook for ``params`` (None if it has none)."""
+    name = hook_name(run)
+    if name is None:
+        return None
+    method = getattr(run.task, name)
+    argument = params.attachment if params.outcome is Outcome.COMPLETED else params.note
+
+    def call(session: Session) -> None:
+        ctx = OutcomeContext(job_id=run.job.id, kind=run.job.kind, run_count=run.job.run_count,
+                             failure_count=run.job.failure_count + (1 if params.failure else 0),
+                             outcome=params.outcome, note=params.note, result=params.attachment,
+                             carry=run.ctx.carry, session=session, log=run.ctx.log)
+        with run.hooks.around(run.ctx):
+            method(ctx, argument)
+
+    return call
