@@ -95,4 +95,5 @@ def test_adverse_quick_run_measures_every_condition(pg_url: str, tmp_path: Path)
     assert all(r["value"] > 0 and not r["timed_out"] for r in rows), rows
     assert "| poison |" in (run_dir / "adverse.md").read_text()
     for log in (run_dir / "logs").glob("*venturi_sa*.stderr"):
-        assert "Traceback" not in log.read_text(), log.read_text()[-2000:]
+        if "-poison-" not in log.name:  # poison jobs raise on purpose, and their tracebacks are logged
+            assert "Traceback" not in log.read_text(), log.read_text()[-2000:]
