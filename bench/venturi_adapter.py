@@ -134,11 +134,12 @@ class _AsyncEnqueuer:
         self.loop.close()
 
 
-def _run_one(dsn: str, options: dict[str, Any], stop: Any, started: Callable[[], None] | None) -> None:
+def _run_one(dsn: str, options: dict[str, Any], stop: Any, started: Callable[[], None] | None,
+             worker_queue: venturi_sa.Queue | None = None) -> None:
     """Run one Worker in a thread until ``stop`` is set; then stop it gracefully."""
     pool = int(options.get("concurrency", 10)) + 5
     engine = worker_engine_for(dsn, pool_size=pool, max_overflow=10)
-    worker = venturi_sa.Worker(queue, engine, **options)
+    worker = venturi_sa.Worker(worker_queue or queue, engine, **options)
     thread = threading.Thread(target=worker.run, name="venturi-bench-worker")
     if started is not None:
         started()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from marshmallow import Schema, ValidationError
+from marshmallow import Schema, ValidationError, fields, missing
 
 from venturi_sa.errors import InvalidPayload
 
@@ -60,8 +60,70 @@ def ensure_json(value: Any, what: str) -> Any:
     return value
 
 
+# Field classes whose load and dump return a value of exactly this type unchanged.
+_IDENTITY_FIELDS: dict[type, type] = {fields.Integer: int, fields.String: str, fields.Boolean: bool}
+_PLANS: dict[int, tuple[Schema, dict[str, type] | None, frozenset[str]]] = {}
+
+
+def _plan(schema: Schema) -> tuple[dict[str, type] | None, frozenset[str]]:
+    """Per schema instance: field name -> exact value type if load and dump can be skipped, and the required names.
+
+    A schema qualifies when it has no hooks, no ``only``/``exclude``/
+    ``partial``/``many``, refuses unknown fields, and every field is a plain
+    ``Integer``, ``String`` or ``Boolean`` with no validator, ``data_key``,
+    ``attribute``, default, ``load_only`` or ``dump_only``.  For such a schema
+    and a dict whose keys are its fields (the required ones present) and
+    whose values have exactly the field's type, ``load`` and ``dump`` both
+    return an equal dict: marshmallow would do no work but copying.
+    """
+    cached = _PLANS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1], cached[2]
+    found: dict[str, type] = {}
+    types: dict[str, type] | None = found
+    required: set[str] = set()
+    hooks = getattr(schema, "_hooks", None) or {}  # a defaultdict: looked-up hook kinds appear, empty
+    if (any(hooks.values()) or schema.only is not None or schema.exclude or schema.partial
+            or schema.many or schema.unknown != "raise"):
+        types = None
+    else:
+        for name, field in schema.fields.items():
+            exact = _IDENTITY_FIELDS.get(type(field))
+            if (exact is None or field.validators or field.data_key is not None or field.attribute is not None
+                    or field.load_default is not missing or field.dump_default is not missing
+                    or field.load_only or field.dump_only):
+                types = None
+                break
+            found[name] = exact
+            if field.required:
+                required.add(name)
+    if len(_PLANS) > 10_000:
+        _PLANS.clear()
+    _PLANS[id(schema)] = (schema, types, frozenset(required))
+    return types, frozenset(required)
+
+
+def unchanged_by(schema: Schema, data: Any) -> bool:
+    """True if ``schema.load(data)`` and ``schema.dump(data)`` would both return a dict equal to ``data``."""
+    if type(data) is not dict:
+        return False
+    types, required = _plan(schema)
+    if types is None or not required.issubset(data):
+        return False
+    for key, value in data.items():
+        if types.get(key) is not type(value):
+            return False
+    return True
+
+
 def load(schema: Schema, data: Any, what: str) -> Any:
-    """``schema.load(data)``, raising ``InvalidPayload`` that names each bad field."""
+    """``schema.load(data)``, raising ``InvalidPayload`` that names each bad field.
+
+    When marshmallow could not change the data (:func:`unchanged_by`), a
+    copy is returned without calling it.
+    """
+    if unchanged_by(schema, data):
+        return dict(data)
     try:
         return schema.load(data)
     except ValidationError as exc:
@@ -71,7 +133,10 @@ def load(schema: Schema, data: Any, what: str) -> Any:
 
 
 def dump(schema: Schema, value: Any, what: str) -> Any:
-    """Serialize a loaded value with ``schema`` and check the result is JSON."""
+    """Serialize a loaded value with ``schema`` and check the result is JSON (a copy, unchecked, when
+    marshmallow could not change it: plain ints, bools and NUL-free strings are JSON)."""
+    if unchanged_by(schema, value) and not any(type(v) is str and _NUL in v for v in value.values()):
+        return dict(value)
     try:
         data = schema.dump(value)
     except (TypeError, ValueError, AttributeError) as exc:

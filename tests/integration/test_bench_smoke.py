@@ -76,3 +76,24 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
     assert summary in proc.stdout
     for log in (run_dir / "logs").glob("*venturi_sa*.stderr"):
         assert "Traceback" not in log.read_text(), log.read_text()[-2000:]
+
+
+def test_adverse_quick_run_measures_every_condition(pg_url: str, tmp_path: Path) -> None:
+    """bench/adverse.py on a tiny workload (venturi only): one drain per condition, a ratio table."""
+    url = sa.engine.make_url(pg_url)
+    env = {**os.environ, "PEERBENCH_HOME": str(HARNESS)}
+    if url.password:
+        env["PGPASSWORD"] = str(url.password)
+    cmd = [sys.executable, str(REPO / "bench" / "adverse.py"), "--quick", "--repeats", "1", "--systems", "venturi_sa",
+           "--n", "100", "--terminal-rows", "1000", "--host", url.host or "127.0.0.1",
+           "--port", str(url.port or 5432), "--user", url.username or "postgres", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=110, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run_dir / "adverse.jsonl").read_text().splitlines()]
+    assert {r["condition"] for r in rows} == {"clean", "terminal", "xmin", "poison", "procs8"}
+    assert all(r["value"] > 0 and not r["timed_out"] for r in rows), rows
+    assert "| poison |" in (run_dir / "adverse.md").read_text()
+    for log in (run_dir / "logs").glob("*venturi_sa*.stderr"):
+        if "-poison-" not in log.name:  # poison jobs raise on purpose, and their tracebacks are logged
+            assert "Traceback" not in log.read_text(), log.read_text()[-2000:]

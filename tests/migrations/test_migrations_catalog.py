@@ -20,7 +20,7 @@ from migration_catalog import (
 )
 
 import alembic_venturi
-from alembic_venturi.runner import HEAD_INDEXES, HEAD_TABLE_INDEXES, HEAD_TABLES, SCRIPT_LOCATION
+from alembic_venturi.runner import HEAD_INDEXES, HEAD_TABLE_INDEXES, SCRIPT_LOCATION
 from venturi_sa import make_models
 from venturi_sa.prefix import LONGEST_SUFFIX, MAX_PREFIX_LENGTH, PG_IDENTIFIER_MAX
 

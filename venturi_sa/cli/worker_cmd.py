@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -114,13 +115,22 @@ def worker_options(fn: F) -> F:
     return fn
 
 
-def _given(worker_app: WorkerApp, values: dict[str, Any]) -> dict[str, Any]:
-    """The worker options: each value typed on the command line, else the app's, else the option's default."""
+def typed_options() -> set[str] | None:
+    """The names of the options typed on the current command line (None outside a click command)."""
     ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    return {name for name in ctx.params if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT}
+
+
+def _given(worker_app: WorkerApp, values: dict[str, Any], typed_names: set[str] | None) -> dict[str, Any]:
+    """The worker options: each value typed on the command line, else the app's, else the option's default."""
+    if typed_names is None:
+        typed_names = typed_options()
     chosen = {}
     for name, value in values.items():
         key = "listen" if name == "no_listen" else name
-        typed = ctx is None or ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+        typed = typed_names is None or name in typed_names
         if typed or key not in worker_app.options:
             chosen[key] = not value if name == "no_listen" else value
     return chosen
@@ -128,13 +138,17 @@ def _given(worker_app: WorkerApp, values: dict[str, Any]) -> dict[str, Any]:
 
 def run_worker(worker_app: WorkerApp, *, dsn: str | None, kinds: str | None, concurrency: int,
                poll_interval: float, grace: float, no_listen: bool, worker_id: str | None,
-               metrics_port: int | None, verbose: int) -> None:
-    """Build the app's worker from the command line's options and run it until it stops."""
+               metrics_port: int | None, verbose: int, typed: set[str] | None = None) -> None:
+    """Build the app's worker from the command line's options and run it until it stops.
+
+    ``typed``: the options typed on the command line (default: read from the
+    current click context), which win over the app's own options.
+    """
     prefix = worker_app.queue.prefix
     with engine_for(worker_app, dsn, prefix, concurrency) as engine:  # one line on stderr if not migrated
         setup_logging(verbose)
         options = _given(worker_app, {"concurrency": concurrency, "poll_interval": poll_interval, "grace": grace,
-                                      "no_listen": no_listen, "worker_id": worker_id})
+                                      "no_listen": no_listen, "worker_id": worker_id}, typed)
         if metrics_port is not None:
             from venturi_sa.metrics import PrometheusMetrics, serve
 
@@ -145,10 +159,34 @@ def run_worker(worker_app: WorkerApp, *, dsn: str | None, kinds: str | None, con
     logging.getLogger("venturi_sa.worker").info("processed %d jobs", runner.processed)
 
 
+def _child(app: str, options: dict[str, Any], typed: set[str] | None, index: int) -> None:
+    """One process of ``--processes``: its own app, engine and worker (worker id ``ID/index``, metrics PORT+index)."""
+    options = dict(options)
+    if options.get("worker_id"):
+        options["worker_id"] = f"{options['worker_id']}/{index}"
+    if options.get("metrics_port") is not None:
+        options["metrics_port"] += index
+    run_worker(load_app(app), typed=typed, **options)
+
+
+def supervise(app: str, processes: int, options: dict[str, Any]) -> None:
+    """``--processes N``: check the app and its schema here, then run N worker processes (see the supervisor)."""
+    from venturi_sa.worker.supervisor import Supervisor
+
+    worker_app = load_app(app)
+    with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1):  # one line if not migrated
+        pass
+    setup_logging(options.get("verbose", 0))
+    target = functools.partial(_child, app, options, typed_options())
+    Supervisor(target, processes, stop_timeout=float(options.get("grace", 30.0)) + 60.0).run()
+
+
 @cli.command()
 @click.argument("app", metavar="APP")
 @worker_options
-def worker(app: str, **options: Any) -> None:
+@click.option("--processes", "-p", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Worker processes to run (a supervisor restarts any that dies).")
+def worker(app: str, processes: int, **options: Any) -> None:
     """Run a worker for the Queue at APP ('package.module:queue') until stopped.
 
     APP may also name a venturi_sa.WorkerApp (which may give the engine and
@@ -158,6 +196,12 @@ def worker(app: str, **options: Any) -> None:
     SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
-    not migrated to this venturi's version.
+    not migrated to this venturi's version.  With --processes N, a
+    supervisor runs N worker processes (each its own engine, worker id and
+    --concurrency threads), forwards SIGTERM/SIGINT to them and restarts one
+    that dies, with backoff; metrics are served on PORT, PORT+1, ...
     """
-    run_worker(load_app(app), **options)
+    if processes > 1:
+        supervise(app, processes, options)
+    else:
+        run_worker(load_app(app), **options)

@@ -160,6 +160,30 @@ def record_merges(models: Models, session: Session, params: RecordMergesParams) 
 _INSERTS: dict[tuple[str, int], Any] = {}
 
 
+def enqueue_time() -> Any:
+    """The database clock at the INSERT statement (``statement_timestamp()``): a new job's ``created_at``."""
+    return sa.func.statement_timestamp()
+
+
+def visible_time(run_at: Any, delay: Any) -> Any:
+    """``visible_at`` of a new job: ``run_at`` if not NULL, else the INSERT's clock plus ``delay``."""
+    return sa.func.coalesce(run_at, enqueue_time() + delay)
+
+
+def notified(kinds: Any, channel: Any) -> Any:
+    """A scalar subquery sending ``pg_notify(channel, kind)`` once per element of the array ``kinds``.
+
+    Delivered when the caller's transaction commits, dropped on rollback.
+    """
+    woken = sa.func.unnest(kinds).alias("woken")
+    return (
+        sa.select(sa.func.count())
+        .select_from(woken)
+        .join(sa.func.pg_notify(channel, sa.column("woken")).alias("n"), sa.true())
+        .scalar_subquery()
+    )
+
+
 def _array(name: str, element: Any) -> Any:
     return sa.cast(sa.bindparam(name, type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(element))
 
@@ -179,21 +203,13 @@ def _insert_statement(models: Models) -> Any:
             _array("ids", sa.Text), _array("kinds", sa.Text), _array("payloads", postgresql.JSONB),
             _array("priorities", sa.SmallInteger), _array("dedup_keys", sa.Text),
         ).table_valued("id", "kind", "payload", "priority", "dedup_key").render_derived(name="new_job")
-        woken = sa.func.unnest(_array("notify_kinds", sa.Text)).alias("woken")
-        notified = (
-            sa.select(sa.func.count())
-            .select_from(woken)
-            .join(sa.func.pg_notify(sa.bindparam("channel", type_=sa.Text), sa.column("woken")).alias("n"),
-                  sa.true())
-            .scalar_subquery()
-        )
-        now = sa.func.statement_timestamp()
+        sends = notified(_array("notify_kinds", sa.Text), sa.bindparam("channel", type_=sa.Text))
         run_at = sa.bindparam("run_at", type_=sa.DateTime(timezone=True))
         delay = sa.bindparam("delay", type_=sa.Interval)
         source = sa.select(
             rows.c.id, rows.c.kind, rows.c.payload, rows.c.priority, rows.c.dedup_key,
-            sa.literal(Status.PENDING.value), now, sa.func.coalesce(run_at, now + delay),
-        ).where(notified >= 0)
+            sa.literal(Status.PENDING.value), enqueue_time(), visible_time(run_at, delay),
+        ).where(sends >= 0)
         columns = ["id", "kind", "payload", "priority", "dedup_key", "status", "created_at", "visible_at"]
         insert = sa.insert(table).from_select(columns, source).returning(*table.c)
         _INSERTS[key] = sa.select(models.Job).from_statement(insert)
@@ -229,8 +245,11 @@ __all__ = [
     "NewJob",
     "RecordMergesParams",
     "dedup_lock_key",
+    "enqueue_time",
     "insert_jobs",
     "lock_dedup_keys",
+    "notified",
     "oldest_pending_sibling",
     "record_merges",
+    "visible_time",
 ]

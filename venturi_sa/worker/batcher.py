@@ -33,11 +33,11 @@ logger = logging.getLogger("venturi_sa.worker")
 class Batcher(threading.Thread):
     """Collects outcomes for up to ``flush_interval`` seconds or ``max_batch`` runs, then writes them.
 
-    ``done(run, recorded)`` is called for every submitted run once its
-    outcome was written (or given up on).
+    ``done([(run, recorded), ...])`` is called once per batch, for every
+    submitted run whose outcome was written (or given up on).
     """
 
-    def __init__(self, backend: Backend, conns: Connections, done: Callable[[Run, bool], None],
+    def __init__(self, backend: Backend, conns: Connections, done: Callable[[list[tuple[Run, bool]]], None],
                  retry_for: Callable[[Sequence[Run]], float], abort: threading.Event, *,
                  max_backlog: int, flush_interval: float = 0.005, max_batch: int = 200) -> None:
         super().__init__(name=f"venturi-completer-{backend.models.prefix}", daemon=True)
@@ -104,8 +104,12 @@ class Batcher(threading.Thread):
             except Exception:  # noqa: BLE001 - the thread must survive to serve later batches
                 logger.exception("outcome batch of %d failed", len(batch))
                 recorded, unwritten = set(), {run.fence for run in batch}
-            for run in batch:
-                self._report(run, run.fence in recorded, run.fence in unwritten)
+            results = [(run, run.fence in recorded) for run in batch]
+            try:
+                for run, ok in results:
+                    self._report(run, ok, run.fence in unwritten)
+            finally:
+                self.done(results)
             with self._cond:
                 self._backlog -= len(batch)
                 self._room.notify_all()
@@ -117,8 +121,8 @@ class Batcher(threading.Thread):
                 log_recorded(run, run.params)
             elif not unwritten:
                 log_lost(run, run.params)
-        finally:
-            self.done(run, ok)
+        except Exception:  # noqa: BLE001 - a broken log handler must not keep the run in flight
+            logger.exception("logging the outcome of job %s failed", run.job.id)
 
     def _once(self, batch: Sequence[Run]) -> set[Fence]:
         params = FinishManyParams(outcomes=[run.params for run in batch if run.params is not None])

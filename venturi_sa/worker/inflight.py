@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
 from venturi_sa.storage.params import Fence
@@ -50,10 +50,15 @@ class InFlight:
 
     def add(self, run: Run) -> None:
         """A claimed run takes a slot and is in flight."""
+        self.add_many((run,))
+
+    def add_many(self, runs: Sequence[Run]) -> None:
+        """The runs of one claim take a slot each and are in flight (one lock acquisition)."""
         with self._lock:
-            self._runs[run.fence] = run
-            self._slots[run.job.kind] += 1
-            self._busy += 1
+            for run in runs:
+                self._runs[run.fence] = run
+                self._slots[run.job.kind] += 1
+            self._busy += len(runs)
 
     # -- the executor's view -----------------------------------------------------------
     def start(self, run: Run) -> bool:
@@ -76,18 +81,32 @@ class InFlight:
 
         Returns how many runs are still in flight, or None if it had left already.
         """
+        left, gone = self.done_many((run,))
+        return left if gone else None
+
+    def done_many(self, runs: Sequence[Run]) -> tuple[int, int]:
+        """Many runs leave the worker (one lock acquisition, e.g. for an outcome batch).
+
+        Returns how many runs are still in flight and how many of ``runs`` left now.
+        """
+        freed: list[tuple[int, str]] = []
+        gone = 0
         with self._lock:
-            if self._runs.get(run.fence) is not run:
-                return None
-            del self._runs[run.fence]
-            self.processed += 1
-            free = self._give_back(run)
+            for run in runs:
+                if self._runs.get(run.fence) is not run:
+                    continue
+                del self._runs[run.fence]
+                gone += 1
+                free = self._give_back(run)
+                if free is not None:
+                    freed.append((free, run.job.kind))
+            self.processed += gone
             left = len(self._runs)
             if not left:
                 self._empty.notify_all()
-        if free is not None:
-            self._on_slot_free(free, run.job.kind)
-        return left
+        for free, kind in freed:
+            self._on_slot_free(free, kind)
+        return left, gone
 
     def _give_back(self, run: Run) -> int | None:
         """Free the run's slot if it holds one (QUEUED/RUNNING -> FINISHED); the free count, or None."""

@@ -44,10 +44,10 @@ class Round:
 
 
 class Producer:
-    """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands them to ``dispatch``."""
+    """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands each claim's jobs to ``dispatch``."""
 
     def __init__(self, backend: Backend, conns: Connections, worker_id: str, kinds: Sequence[str],
-                 leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[ClaimedJob], None],
+                 leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[Sequence[ClaimedJob]], None],
                  *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
                  wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
         self.backend = backend
@@ -99,8 +99,8 @@ class Producer:
             self.stopping.wait(min(self.poll_interval, 1.0))
             return Round(0, False)
         self._last_claim = time.monotonic()
-        for job in jobs:
-            self.dispatch(job)
+        if jobs:
+            self.dispatch(jobs)
         per_kind = Counter(job.kind for job in jobs)
         capped_full = any(per_kind[k] >= n for k, n in params.caps.items())
         self.hungry = len(jobs) >= params.limit or capped_full

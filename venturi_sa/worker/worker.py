@@ -223,16 +223,23 @@ class Worker:
         return self._threads.listener if self._threads is not None else None
 
     # -- callbacks from the parts ------------------------------------------------------------
-    def _dispatch(self, job: ClaimedJob) -> None:
-        run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
-        run.ctx.checkpointer = self._checkpointer(job)
-        run.hooks = self.hooks
-        self.inflight.add(run)
-        if self.on_event is not None:
-            self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
-                                   "waited": job.waited, "queue": self.models.prefix})
+    def _dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
+        """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
+        runs = []
+        for job in jobs:
+            run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
+            run.ctx.checkpointer = self._checkpointer(job)
+            run.hooks = self.hooks
+            runs.append(run)
+        self.inflight.add_many(runs)
         assert self._threads is not None
-        self._threads.executors.put(run)
+        put = self._threads.executors.put
+        for run in runs:
+            if self.on_event is not None:
+                job = run.job
+                self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
+                                       "waited": job.waited, "queue": self.models.prefix})
+            put(run)
 
     def _checkpointer(self, job: ClaimedJob) -> Checkpointer:
         task_type = self._tasks.get(job.kind)
@@ -270,9 +277,14 @@ class Worker:
 
     def _finished(self, run: Run, recorded: bool) -> None:
         """The outcome is persisted (or given up on): the run leaves the worker."""
-        left = self.inflight.done(run)
+        self._finished_many([(run, recorded)])
+
+    def _finished_many(self, results: Sequence[tuple[Run, bool]]) -> None:
+        """Runs whose outcomes were persisted (or given up on) leave the worker (one lock acquisition)."""
+        left, _ = self.inflight.done_many([run for run, _ in results])
         if self.on_event is not None:
-            self._emit_finished(run, run.params.outcome.value if run.params else None, recorded)
+            for run, recorded in results:
+                self._emit_finished(run, run.params.outcome.value if run.params else None, recorded)
         if left == 0 or (self._until_idle and not self.producer.hungry):
             self._wake.set()  # run_until_idle and shutdown wait for outcomes
 
@@ -313,7 +325,7 @@ class Worker:
         if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping):
             return False
         self.hooks.started(self)
-        batcher = Batcher(self.backend, self._conns, self._finished, self._retry_until, self._abort,
+        batcher = Batcher(self.backend, self._conns, self._finished_many, self._retry_until, self._abort,
                           max_backlog=self.max_backlog) if self.batch_outcomes else None
         keeper = LeaseKeeper(
             self.backend, self._conns, self.worker_id, self.inflight.held, self._lost,

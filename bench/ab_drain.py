@@ -1,0 +1,205 @@
+#!/usr/bin/env python
+"""In-process A/B of venturi's worker: two source trees drain the same jobs, alternating.
+
+    bench/.venv/bin/python bench/ab_drain.py --a /tmp/venturi-base --b . --rounds 5
+    bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4 --supervised  # the supervisor
+
+On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
+(``enqueue_many``, chunks of 1,000), then drains them with
+``Worker.run_until_idle()`` (``listen=False``) in a child process whose
+``PYTHONPATH`` starts with tree A, then the same with tree B.  Prints per
+round jobs/s and the child's CPU time per job (``getrusage``), then the
+medians and the B ÷ A ratio of the medians.  Only the ratio means anything
+on a shared machine: both trees see the same load within a round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+PREFIX = "ab"
+
+
+def _queue() -> Any:
+    from marshmallow import Schema, fields
+
+    import venturi_sa
+
+    class NoopPayload(Schema):
+        seq = fields.Integer(required=True)
+
+    queue = venturi_sa.Queue(venturi_sa.make_models(PREFIX))
+
+    @queue.task("noop", payload=NoopPayload)
+    def noop(payload: Any, ctx: Any) -> None:
+        return None
+
+    return queue, noop
+
+
+def _supervised(dsn: str, concurrency: int, batch_size: int, gate: str, index: int) -> None:
+    """One supervised worker process: its own engine; says it is ready, waits for the gate, drains until idle."""
+    import sqlalchemy as sa
+
+    import venturi_sa
+
+    queue, _ = _queue()
+    engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
+    worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
+    with engine.connect():
+        pass
+    Path(gate, f"ready-{index}").touch()
+    while not Path(gate, "go").exists():
+        time.sleep(0.005)
+    worker.run_until_idle()
+    engine.dispose()
+
+
+def _child(dsn: str, concurrency: int, batch_size: int, processes: int, supervised: bool = False) -> None:
+    import sqlalchemy as sa
+
+    import venturi_sa
+
+    queue, _ = _queue()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    if processes == 1 and not supervised:
+        engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
+        worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
+        n = worker.run_until_idle()
+        engine.dispose()
+    else:  # venturi worker --processes N: the supervisor, each child draining until idle
+        import functools
+
+        from venturi_sa.worker.supervisor import Supervisor
+
+        count = sa.text(f"SELECT count(*) FROM {PREFIX}_jobs WHERE status = 'completed'")
+        engine = sa.create_engine(dsn)
+        with engine.connect() as conn:
+            completed_before = conn.execute(count).scalar()
+        engine.dispose()
+        import tempfile
+        import threading
+
+        gate = tempfile.mkdtemp(prefix="ab_drain-")
+        supervisor = threading.Thread(target=Supervisor(
+            functools.partial(_supervised, dsn, concurrency, batch_size, gate), processes).run)
+        supervisor.start()  # off the main thread: no signal handlers
+        while len(list(Path(gate).glob("ready-*"))) < processes:
+            time.sleep(0.005)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        Path(gate, "go").touch()
+        supervisor.join()
+        engine = sa.create_engine(dsn)
+        with engine.connect() as conn:
+            n = conn.execute(count).scalar() - completed_before
+        engine.dispose()
+    elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+           + kids.ru_utime + kids.ru_stime)
+    print(json.dumps({"jobs": n, "seconds": elapsed, "cpu": cpu, "tree": venturi_sa.__file__}), flush=True)
+
+
+def _enqueue_child(dsn: str, n: int) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    queue, noop = _queue()
+    engine = sa.create_engine(dsn)
+    for start in range(0, n, 1000):
+        with Session(engine) as session:
+            queue.enqueue_many(session, [noop(seq=i) for i in range(start, min(n, start + 1000))])
+            session.commit()
+    engine.dispose()
+
+
+def _enqueue(dsn: str, tree: Path, n: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "_enqueue", dsn, str(n)], env=env, check=True)
+
+
+def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int,
+           supervised: bool) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_child", dsn, str(concurrency),
+                          str(batch_size), str(processes), "supervised" if supervised else "in-process"],
+                         capture_output=True, text=True, env=env, check=True)
+    return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["_enqueue"]:
+        _enqueue_child(argv[1], int(argv[2]))
+        return 0
+    if argv[:1] == ["_child"]:
+        _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5] == "supervised")
+        return 0
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--a", type=Path, required=True, help="source tree A (a venturi checkout)")
+    p.add_argument("--b", type=Path, required=True, help="source tree B")
+    p.add_argument("--n", type=int, default=4000)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--concurrency", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--processes", default="1", help="B only: worker processes, comma-separated (A uses 1)")
+    p.add_argument("--supervised", action="store_true",
+                   help="B runs under the supervisor (venturi worker --processes), timed from all children ready")
+    p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(BENCH_DIR))
+    import psycopg2
+    import sqlalchemy as sa
+    from run import PG_SETTINGS
+
+    import alembic_venturi
+    from venturi_sa.throwaway import ThrowawayCluster
+
+    cluster = None if a.port else ThrowawayCluster(PG_SETTINGS).start()
+    port = a.port or cluster.port  # type: ignore[union-attr]
+    dsn = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/ab_drain"
+    admin = psycopg2.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres")
+    admin.autocommit = True
+    admin.cursor().execute("DROP DATABASE IF EXISTS ab_drain WITH (FORCE)")
+    admin.cursor().execute("CREATE DATABASE ab_drain")
+    engine = sa.create_engine(dsn)
+    alembic_venturi.upgrade(engine, PREFIX)
+    engine.dispose()
+    variants = [("A", a.a.resolve(), 1)] + [(f"B/p{k}", a.b.resolve(), int(k)) for k in a.processes.split(",")]
+    rates: dict[str, list[float]] = {v[0]: [] for v in variants}
+    cpus: dict[str, list[float]] = {v[0]: [] for v in variants}
+    try:
+        for r in range(a.rounds):
+            for name, tree, processes in variants:
+                _enqueue(dsn, a.b.resolve(), a.n)
+                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes, a.supervised and name != "A")
+                rates[name].append(out["jobs"] / out["seconds"])
+                cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))
+                print(f"round {r + 1} {name} ({out['tree']}): {out['jobs']} jobs, {rates[name][-1]:,.0f} jobs/s, "
+                      f"{cpus[name][-1]:.0f} µs CPU/job", flush=True)
+        base = statistics.median(rates["A"])
+        for name, _, _ in variants:
+            print(f"{name}: median {statistics.median(rates[name]):,.0f} jobs/s "
+                  f"({statistics.median(rates[name]) / base:.2f}× A), "
+                  f"{statistics.median(cpus[name]):.0f} µs CPU/job")
+    finally:
+        admin.close()
+        if cluster is not None:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
