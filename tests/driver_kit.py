@@ -8,11 +8,14 @@ when the engine or worker is built, and the conformance suite asserts it.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
+
+from venturi_sa.storage.params import Runner
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 SYNC_DRIVERS = ("psycopg2", "psycopg")
 UTC = {"options": "-c timezone=UTC"}  # libpq drivers; asyncpg takes server_settings
+OpenRunner = Callable[[], AbstractContextManager[Runner]]
+"""Opens a runner (a Session or a Connection) in its own transaction (the conformance ``runner`` fixture)."""
 
 
 def driver_url(pg_url: str, driver: str) -> str:

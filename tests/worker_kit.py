@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa import Models, Queue, Task
+from venturi_sa import Models, Queue, Task, Worker
 from venturi_sa.storage import claim as claims
 from venturi_sa.storage import leases
 from venturi_sa.storage.params import ClaimParams, RecoverParams
@@ -107,3 +108,25 @@ def steal(engine: sa.Engine, models: Models, job_id: str, kind: str, thief: str 
         [job] = claims.claim(models, session, ClaimParams(
             worker_id=thief, kinds=[kind], limit=1, leases={}, default_lease=timedelta(minutes=5)))
         assert job.id == job_id and job.run_count == 2
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[Worker]:
+    """Run ``worker.run()`` in a thread; stop it and wait for it on exit."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(WAIT)
+        assert not thread.is_alive(), "worker did not stop"
+    assert not errors, f"worker.run() raised {errors[0]!r}"

@@ -2,62 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 import worker_app
+from process_kit import PROCESS_WAIT, Procs, app_procs
 from sqlalchemy.orm import Session
 
-APP = Path(worker_app.__file__).resolve()
-WAIT = 90.0
-
-
-class Procs:
-    """Worker processes started by a test; whatever is still alive at the end is killed."""
-
-    def __init__(self, dsn: str, prefix: str) -> None:
-        self.dsn, self.prefix = dsn, prefix
-        self.procs: list[subprocess.Popen[str]] = []
-
-    def start(self, **settings: Any) -> subprocess.Popen[str]:
-        env = {**os.environ, "VENTURI_DSN": self.dsn, "VENTURI_PREFIX": self.prefix,
-               **{f"VENTURI_{k.upper()}": str(v) for k, v in settings.items()}}
-        proc = subprocess.Popen([sys.executable, str(APP)], env=env, stdout=subprocess.PIPE, text=True)
-        self.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the worker is about to start
-        assert line.startswith("READY"), line
-        return proc
-
-    def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
-        proc.send_signal(sig)
-        return proc.wait(WAIT)
-
-    def cleanup(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-            if proc.stdout is not None:
-                proc.stdout.close()
+WAIT = PROCESS_WAIT
 
 
 @pytest.fixture
 def procs(pg_url: str, engine: sa.Engine, models: Any, prefix: str) -> Iterator[Procs]:
-    with engine.begin() as conn:
-        for statement in worker_app.ddl(prefix):
-            conn.execute(sa.text(statement))
-    p = Procs(pg_url, prefix)
-    yield p
-    p.cleanup()
+    yield from app_procs(worker_app, engine, pg_url, prefix)
 
 
 def scalar(engine: sa.Engine, sql: str, **params: Any) -> Any:

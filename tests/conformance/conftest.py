@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import SYNC_DRIVERS, Engines
+from driver_kit import SYNC_DRIVERS, Engines, OpenRunner
+from sqlalchemy.orm import Session
 
 from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
+from venturi_sa.storage.params import Runner
 
 # The worker-level conformance tests reuse the integration tier's helpers (queue_kit).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -49,3 +52,20 @@ def engine(request: pytest.FixtureRequest, engines: Engines) -> sa.Engine:
 def backend(request: pytest.FixtureRequest, models: Any) -> Backend:
     """A Backend for this test's freshly migrated queue."""
     return IMPLEMENTATIONS[request.param](models)
+
+
+@pytest.fixture(params=["session", "connection"])
+def runner(request: pytest.FixtureRequest, engine: sa.Engine) -> OpenRunner:
+    """Opens a runner of one kind in its own transaction: committed on exit, rolled back on error."""
+
+    @contextmanager
+    def open_session() -> Iterator[Runner]:
+        with Session(engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def open_connection() -> Iterator[Runner]:
+        with engine.begin() as conn:
+            yield conn
+
+    return open_session if request.param == "session" else open_connection

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from driver_kit import SUPPORTED, Engines, Stack, on_loop
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
 
 from venturi_sa import JobContext, Queue, Task
@@ -86,3 +87,14 @@ class AppSession:
 
     def close(self) -> None:
         on_loop(self._async.close()) if self.is_async else self._sync.close()
+
+
+def refused_without_async_api(unsupported: Stack, url: str) -> bool:
+    """For the async stack on psycopg2 (no async API), assert SQLAlchemy refuses the engine; True if it was that one."""
+    if not unsupported.is_async:
+        return False
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    with pytest.raises(InvalidRequestError, match="requires an async driver"):
+        create_async_engine(url)
+    return True

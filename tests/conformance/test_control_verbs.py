@@ -7,13 +7,11 @@ in transactions the tests open; rows are built with the factories.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
+from driver_kit import OpenRunner
 from factories import factories_for
 from sqlalchemy.orm import Session
 
@@ -22,23 +20,9 @@ from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.params import ClaimParams, Fence, RenewParams, Runner
 
-OpenRunner = Callable[[], AbstractContextManager[Runner]]
 MINUTE = timedelta(minutes=1)
 
 
-@pytest.fixture(params=["session", "connection"])
-def runner(request: pytest.FixtureRequest, engine: sa.Engine) -> OpenRunner:
-    @contextmanager
-    def open_session() -> Iterator[Runner]:
-        with Session(engine) as session, session.begin():
-            yield session
-
-    @contextmanager
-    def open_connection() -> Iterator[Runner]:
-        with engine.begin() as conn:
-            yield conn
-
-    return open_session if request.param == "session" else open_connection
 
 
 def build(engine: sa.Engine, models: Models, **traits: Any) -> Any:

@@ -22,9 +22,8 @@ import sqlalchemy as sa
 from driver_kit import UNSUPPORTED, Stack, driver_url
 from enqueuer_app import Refresh
 from queue_kit import count, outcomes, wait_until
-from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
-from stack_kit import AppSession, app_engine_fixture, engine_fixture, stack_fixture  # noqa: F401 - fixtures
+from stack_kit import AppSession, app_engine_fixture, engine_fixture, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
 from worker_kit import WAIT
 
 from venturi_sa import Queue, Task, make_models
@@ -134,11 +133,7 @@ def test_dedup_race_between_two_processes(app_engine: Any, engine: sa.Engine, mo
 @pytest.mark.parametrize("unsupported", UNSUPPORTED, ids=lambda s: s.id)
 def test_a_stack_no_driver_offers_is_refused_when_built(unsupported: Stack, pg_url: str) -> None:
     url = driver_url(pg_url, unsupported.driver)
-    if unsupported.is_async:  # psycopg2 has no async API: SQLAlchemy refuses the engine
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        with pytest.raises(InvalidRequestError, match="requires an async driver"):
-            create_async_engine(url)
+    if refused_without_async_api(unsupported, url):
         return
     jobs = Queue(make_models("refused"), [Plain])
     with Session(sa.create_engine(url)) as session:  # asyncpg has no sync API: enqueue refuses the session

@@ -9,13 +9,14 @@ open transactions and ``NOWAIT`` / ``SKIP LOCKED``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from driver_kit import OpenRunner
 from factories import db_now, factories_for
 from sqlalchemy.orm import Session
 
@@ -25,30 +26,11 @@ from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 from venturi_sa.storage.faults import sqlstate
 from venturi_sa.storage.history import HistoryParams, JobParams
-from venturi_sa.storage.params import Runner
 from venturi_sa.storage.stats import StatsParams
 
-OpenRunner = Callable[[], AbstractContextManager[Runner]]
 OLD, RECENT = -timedelta(days=10), -timedelta(hours=1)
 
 
-# -- fixtures ---------------------------------------------------------------------------
-
-@pytest.fixture(params=["session", "connection"])
-def runner(request: pytest.FixtureRequest, engine: sa.Engine) -> OpenRunner:
-    """Opens a runner of one kind in its own transaction: committed on exit, rolled back on error."""
-
-    @contextmanager
-    def open_session() -> Iterator[Runner]:
-        with Session(engine) as session, session.begin():
-            yield session
-
-    @contextmanager
-    def open_connection() -> Iterator[Runner]:
-        with engine.begin() as conn:
-            yield conn
-
-    return open_session if request.param == "session" else open_connection
 
 
 @contextmanager

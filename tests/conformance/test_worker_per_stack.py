@@ -24,9 +24,8 @@ from driver_kit import UNSUPPORTED, Engines, Stack, driver_url
 from factories import factories_for
 from marshmallow import Schema, fields
 from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
-from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
-from stack_kit import app_engine_fixture, engine_fixture, handler, stack_fixture  # noqa: F401 - fixtures
+from stack_kit import app_engine_fixture, engine_fixture, handler, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
 from worker_kit import steal
 
 from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task, Worker, make_models
@@ -258,11 +257,7 @@ def test_a_database_not_reachable_at_start_is_waited_for(stack: Stack, pg_url: s
 @pytest.mark.parametrize("unsupported", UNSUPPORTED, ids=lambda s: s.id)
 def test_a_stack_no_driver_offers_is_refused_when_built(unsupported: Stack, pg_url: str) -> None:
     url = driver_url(pg_url, unsupported.driver)
-    if unsupported.is_async:  # psycopg2 has no async API: SQLAlchemy refuses the engine
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        with pytest.raises(InvalidRequestError, match="requires an async driver"):
-            create_async_engine(url)
+    if refused_without_async_api(unsupported, url):
         return
     sync_on_asyncpg = sa.create_engine(url)  # asyncpg has no sync API: the Worker refuses it
     with pytest.raises(TypeError, match=r"sync Engine on the async driver 'asyncpg'.*create_async_engine"):

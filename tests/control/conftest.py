@@ -14,15 +14,10 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 import control_app  # noqa: E402
-from control_kit import Procs  # noqa: E402
+from process_kit import Procs, app_procs  # noqa: E402
 
 
 @pytest.fixture
 def procs(pg_url: str, engine: sa.Engine, models: Any, prefix: str) -> Iterator[Procs]:
     """``control_app`` worker processes on this test's migrated queue (killed at the end)."""
-    with engine.begin() as conn:
-        for statement in control_app.ddl(prefix):
-            conn.execute(sa.text(statement))
-    p = Procs(pg_url, prefix)
-    yield p
-    p.cleanup()
+    yield from app_procs(control_app, engine, pg_url, prefix)

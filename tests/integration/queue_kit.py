@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,6 +12,7 @@ from worker_kit import Events as Events  # re-exported for the tests of this tie
 from worker_kit import enqueue as enqueue
 from worker_kit import job_row as job_row
 from worker_kit import journal as journal
+from worker_kit import running as running
 
 from venturi_sa import Models, Queue, Worker
 
@@ -55,26 +54,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = 
         time.sleep(0.02)
 
 
-@contextmanager
-def running(worker: Worker) -> Iterator[Worker]:
-    """Run ``worker.run()`` in a thread; stop it and wait for it on exit."""
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            worker.run()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test below
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="test-worker", daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(WAIT)
-        assert not thread.is_alive(), "worker did not stop"
-    assert not errors, f"worker.run() raised {errors[0]!r}"
 
 
 def side_table(engine: sa.Engine, prefix: str) -> str:
