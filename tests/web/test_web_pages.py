@@ -98,6 +98,25 @@ def test_workers_page_lists_claimers(client: TestClient, seeded: dict[str, list[
     assert client.get("/fragment/workers").status_code == 200
 
 
+def test_schedules_page_lists_schedules_and_pauses(engine: sa.Engine, models: Any, client: TestClient) -> None:
+    from datetime import timedelta
+
+    from venturi_sa import Task, task
+    from venturi_sa.periodic import reconcile
+
+    report: type[Task] = task("nightly_report")(lambda ctx: None)
+    queue = Queue(models, [report])
+    assert "no schedule is declared" in client.get("/schedules").text
+    queue.schedule(report(), every=timedelta(hours=6), name="every-six-hours")
+    reconcile(queue, engine)
+    queue.pause(engine, "nightly_report", reason="SMTP outage", delay=timedelta(hours=1), actor="ops@example")
+    html = client.get("/schedules").text
+    assert "every-six-hours" in html and "nightly_report" in html and "live" in html
+    assert "SMTP outage" in html and "ops@example" in html
+    queue.resume(engine, "nightly_report")
+    assert "no kind is paused" in client.get("/fragment/schedules").text
+
+
 def _act(client: TestClient, do: str, **fields: Any) -> Any:
     token = csrf_of(client.get("/jobs").text)
     return client.post("/actions", data={"csrf": token, "do": do, **fields}, follow_redirects=False)

@@ -15,8 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.ops.records import JobInfo, JournalInfo
+from venturi_sa.ops.control import PauseInfo, pauses
+from venturi_sa.ops.records import JobInfo, JournalInfo, ScheduleInfo
 from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.periodic.operations import list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
     FAILED_OUTCOMES,
@@ -248,6 +250,19 @@ def workers(models: Models, engine: sa.Engine) -> Workers:
                         soonest=r[4], latest=r[5]) for r in map(tuple, grouped)],
         claimed=[{"id": r[0], "kind": r[1], "claimed_by": r[2], "claim_expires_at": r[3],
                   "run_count": r[4], "expired": bool(r[5])} for r in map(tuple, claimed)])
+
+
+@dataclass
+class Control:
+    """The schedules page: every stored schedule and the pauses in force."""
+
+    schedules: list[ScheduleInfo]
+    pauses: list[PauseInfo]
+
+
+def control(models: Models, engine: sa.Engine) -> Control:
+    """Schedules (by name) and pauses in force (newest first): two small tables, read whole."""
+    return Control(schedules=list_schedules(models, engine), pauses=pauses(models, engine))
 
 
 def token(models: Models, engine: sa.Engine) -> tuple[Any, ...]:

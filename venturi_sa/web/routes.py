@@ -137,6 +137,14 @@ def routes(dashboard: Dashboard) -> list[Route]:
         view = queries.workers(dashboard.models, dashboard.engine)
         return dashboard.render(request, "workers_body.html", view=view)
 
+    def control(request: Request) -> Response:
+        view = queries.control(dashboard.models, dashboard.engine)
+        return dashboard.render(request, "control.html", page="control", view=view)
+
+    def control_fragment(request: Request) -> Response:
+        view = queries.control(dashboard.models, dashboard.engine)
+        return dashboard.render(request, "control_body.html", view=view)
+
     async def act(request: Request) -> Response:
         form = await request.form()
         name, _, scope = str(form.get("do") or "").partition(":")
@@ -191,6 +199,8 @@ def routes(dashboard: Dashboard) -> list[Route]:
         Route("/fragment/jobs/{job_id}", job_fragment),
         Route("/workers", workers, name="workers"),
         Route("/fragment/workers", workers_fragment),
+        Route("/schedules", control, name="control"),
+        Route("/fragment/schedules", control_fragment),
         Route("/actions", act, methods=["POST"], name="actions"),
         Route("/events", events, name="events"),
     ]
