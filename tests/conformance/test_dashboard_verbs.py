@@ -1,6 +1,6 @@
 """Conformance of the dashboard's read verbs: dashboard_jobs, _counts, _activity, _latency, _job, _workers, _token.
 
-Per driver and runner kind, like the operations verbs (the fixtures are theirs).
+Per driver and runner kind, like the operations verbs (the ``runner`` fixture is the tier's conftest's).
 """
 
 from __future__ import annotations
@@ -8,15 +8,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-import test_ops_verbs
-from test_ops_verbs import OpenRunner, built
+from driver_kit import OpenRunner
+from test_ops_verbs import built
 
 from venturi_sa import Models
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams, WindowParams
 from venturi_sa.storage.history import JobParams
 
-runner = test_ops_verbs.runner  # the operations verbs' runner fixture (Session or Connection), reused
 HOUR = WindowParams(span=timedelta(hours=1), bucket_seconds=60)
 
 

@@ -181,18 +181,18 @@ def test_extension_pages_and_actions_plug_in(engine: sa.Engine, models: Any, see
         touched.append((ctx.actor, job_id))
         return None
 
-    def schedules(request: Any, dashboard: Any) -> Any:
-        return dashboard.render(request, "error.html", page="/schedules", message="schedules go here")
+    def reports(request: Any, dashboard: Any) -> Any:
+        return dashboard.render(request, "error.html", page="/reports", message="reports go here")
 
     app = create_app(engine, models.prefix, listen=False, actor=lambda request: "ops-bot",
                      actions=[Action(name="tag", label="Tag", statuses=("dead",), run=tag)],
-                     pages=[Page(path="/schedules", title="Schedules", endpoint=schedules),
+                     pages=[Page(path="/reports", title="Reports", endpoint=reports),
                             Page(path="/raw", title="Raw", nav=False,
                                  endpoint=lambda request, dashboard: HTMLResponse("raw"))])
     with TestClient(app) as client:
         overview = client.get("/").text
-        assert 'href="/schedules"' in overview and 'href="/raw"' not in overview
-        assert "schedules go here" in client.get("/schedules").text
+        assert 'href="/reports"' in overview and 'href="/raw"' not in overview
+        assert "reports go here" in client.get("/reports").text
         assert client.get("/raw").text == "raw"
         assert 'id="all-tag"' in client.get("/jobs").text
         assert _act(client, "tag:matching", status="dead").status_code == 303
