@@ -9,7 +9,6 @@ the hour; plus 500 live rows.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import datetime, timedelta
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from ops_support import indexes_used, node_types, plan_of
+from ops_support import assert_plan
 from starlette.testclient import TestClient
 from web_kit import counted
 
@@ -76,16 +75,7 @@ ALLOWED = ("jobs_created", "jobs_pkey", "jobs_history", "jobs_finished", "jobs_l
 
 
 def _uses(engine: sa.Engine, statement: Any, models: Models, *expected: str, sort_ok: bool = False) -> None:
-    plan = plan_of(engine, statement)
-    used, types = indexes_used(plan), node_types(plan)
-    shown = f"{sorted(types)} {sorted(used)}"
-    if SHOW:
-        print(f"\n--- {expected}\n{json.dumps(plan, indent=1)[:6000]}")
-    assert "Seq Scan" not in types, shown
-    assert {models.names.index(e) for e in expected} <= used, shown
-    assert used <= {models.names.index(e) for e in ALLOWED}, shown
-    if not sort_ok:
-        assert "Sort" not in types, shown
+    assert_plan(engine, statement, models, all_of=expected, allowed=ALLOWED, sort_ok=sort_ok, show=SHOW)
 
 
 def _page(**filters: Any) -> sql.JobPageParams:

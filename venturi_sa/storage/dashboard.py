@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.history import job_columns, job_statement, journal_statement
+from venturi_sa.storage.history import job_columns, job_statement, journal_statement, older_than
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.stats import PendingRow, expired_statement, pending_statement
 
@@ -91,9 +91,7 @@ def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
     if flt.created_before is not None:
         stmt = stmt.where(job.created_at < flt.created_before)
     if params.after is not None:
-        created_at, job_id = params.after
-        stmt = stmt.where(sa.tuple_(job.created_at, job.id) < sa.tuple_(
-            sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text)))
+        stmt = stmt.where(older_than(models, params.after))
     limit = params.scan if flt.narrows else params.limit + 1
     return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(limit).subquery("walk")
 
