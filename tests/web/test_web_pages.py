@@ -130,7 +130,7 @@ def test_bulk_action_on_the_selection_journals_the_actor(engine: sa.Engine, mode
                     next="/jobs?status=dead")
     assert response.status_code == 303
     location = response.headers["location"]
-    assert location.startswith("/jobs?status=dead&msg=") and "1+job" in location and "1+skipped" in location
+    assert location.startswith("/jobs?status=dead&msg=") and "1+job" in location and "1+refused" in location
     assert queue.get_job(engine, target).status == "pending"
     assert queue.get_job(engine, seeded["completed"][0]).status == "completed"
     note = queue.journal(engine, target)[-1].note

@@ -18,7 +18,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.control import PauseInfo, pauses
 from venturi_sa.ops.records import JobInfo, JournalInfo, ScheduleInfo
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.periodic.operations import list_schedules
+from venturi_sa.periodic import FireInfo, fired_by, list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
     FAILED_OUTCOMES,
@@ -180,21 +180,36 @@ class Run:
     since_previous: timedelta | None
 
 
+WAITS = {"paused": "paused by its handler", "retried": "backing off after a failure", "released": "released"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Detail:
     job: JobInfo
     runs: list[Run]
     now: datetime
     reason: str = ""
+    fired: FireInfo | None = None
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why a pending job is not eligible yet: its last outcome (``retried``, ...) or ``scheduled``.
+
+        None when the job is not pending or already eligible.
+        """
+        if self.job.status != "pending" or self.job.visible_at <= self.now:
+            return None
+        last = self.runs[-1].entry.outcome if self.runs else None
+        return last if last in WAITS else "scheduled"
 
 
-def _reason(job: JobInfo, now: datetime, runs: list[Run]) -> str:
-    """Why the job is (not) running, from its row alone."""
+def _reason(detail: Detail) -> str:
+    """Why the job is (not) running, from its row and journal alone."""
+    job, now, runs = detail.job, detail.now, detail.runs
     if job.status == "pending":
-        if job.visible_at > now:
-            last = runs[-1].entry.outcome if runs else None
-            why = {"paused": "paused by its handler", "retried": "backing off after a failure",
-                   "released": "released"}.get(last or "", "scheduled")
+        waiting = detail.waiting_for
+        if waiting is not None:
+            why = WAITS.get(waiting, "scheduled")
             return f"not eligible until {job.visible_at:%Y-%m-%d %H:%M:%S %Z} ({why})"
         return f"eligible since {job.visible_at:%Y-%m-%d %H:%M:%S %Z}: waiting for a worker of kind {job.kind!r}"
     if job.status == "claimed":
@@ -222,7 +237,14 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
         entry = JournalInfo(**r._mapping)
         runs.append(Run(entry=entry, since_previous=entry.recorded_at - previous))
         previous = entry.recorded_at
-    return Detail(job=job, runs=runs, now=now, reason=_reason(job, now, runs))
+    found_detail = Detail(job=job, runs=runs, now=now)
+    return replace(found_detail, reason=_reason(found_detail))
+
+
+def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
+    """:func:`detail`, and which schedule fired the job (:func:`venturi_sa.periodic.fired_by`), if one did."""
+    found = detail(models, engine, job_id)
+    return None if found is None else replace(found, fired=fired_by(models, engine, job_id))
 
 
 @dataclass(frozen=True, kw_only=True)
