@@ -4,23 +4,24 @@ The statements explained are the builders the pages run.  The table holds
 ``VENTURI_WEB_EXPLAIN_ROWS`` terminal jobs (default 50k, so CI stays fast;
 set it to 1000000 to check the plans at 1M rows and print them with ``-s``),
 each with one journal entry, spread over the last ten days, the newest within
-the hour; plus 500 live rows.
+the hour; plus 500 live rows (``bigqueue_kit``; ``bench/webplans.py`` explains
+every page on the same data at 1M rows).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from bigqueue_kit import seed_big
 from ops_support import assert_plan
 from starlette.testclient import TestClient
 from web_kit import counted
 
-from venturi_sa import Models, make_models
+from venturi_sa import Models
 from venturi_sa.storage import dashboard as sql
 from venturi_sa.storage import stats as stats_sql
 from venturi_sa.web import create_app
@@ -28,46 +29,9 @@ from venturi_sa.web import create_app
 ROWS = int(os.environ.get("VENTURI_WEB_EXPLAIN_ROWS", "50000"))
 SHOW = bool(os.environ.get("VENTURI_WEB_EXPLAIN_SHOW"))
 
-SEED = """
-INSERT INTO {jobs} (id, kind, payload, priority, status, created_at, visible_at, finished_at,
-                    run_count, failure_count)
-SELECT lpad(i::text, 26, '0'), 'kind_' || (i % 12), jsonb_build_object('order', i), i % 3,
-       CASE WHEN i % 10 = 0 THEN 'dead' ELSE 'completed' END,
-       t0 + make_interval(secs => i * {step}), t0 + make_interval(secs => i * {step}),
-       t0 + make_interval(secs => i * {step} + 2), 1, CASE WHEN i % 10 = 0 THEN 5 ELSE 0 END
-FROM generate_series(1, {n}) AS i, (SELECT now() - interval '10 days' AS t0) AS base;
-
-INSERT INTO {journal} (job_id, kind, run_no, recorded_at, outcome, note)
-SELECT id, kind, 1, finished_at, status, 'run of ' || id FROM {jobs} ORDER BY finished_at;
-
-INSERT INTO {jobs} (id, kind, payload, status, created_at, visible_at, claimed_by, claim_expires_at,
-                    run_count)
-SELECT 'L' || lpad(i::text, 25, '0'), 'kind_' || (i % 12), '{{}}'::jsonb,
-       CASE WHEN i % 5 = 0 THEN 'claimed' ELSE 'pending' END,
-       now() - make_interval(secs => i), now() + make_interval(secs => i % 7 * 60 - 180),
-       CASE WHEN i % 5 = 0 THEN 'host:' || (i % 3) END,
-       CASE WHEN i % 5 = 0 THEN now() + make_interval(secs => i % 3 * 60 - 60) END,
-       CASE WHEN i % 5 = 0 THEN 1 ELSE 0 END
-FROM generate_series(1, 500) AS i;
-"""
-
-
 @pytest.fixture(scope="module")
 def big(engine: sa.Engine) -> tuple[Models, datetime]:
-    import alembic_venturi
-
-    prefix = f"webx_{int(time.time() * 1000) % 10**9}"
-    alembic_venturi.upgrade(engine, prefix)
-    models = make_models(prefix)
-    names = models.names
-    step = 10 * 86400 / ROWS
-    with engine.begin() as conn:
-        conn.execute(sa.text(SEED.format(jobs=names.jobs, journal=names.journal, n=ROWS, step=step)))
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"VACUUM ANALYZE {names.jobs}")
-        conn.exec_driver_sql(f"VACUUM ANALYZE {names.journal}")
-        now = conn.execute(sa.select(sa.func.now())).scalar_one()
-    return models, now
+    return seed_big(engine, "webx", ROWS)
 
 
 ALLOWED = ("jobs_created", "jobs_pkey", "jobs_history", "jobs_finished", "jobs_lease", "jobs_visible",
