@@ -165,10 +165,29 @@ def claimed_counts_statement(models: Models) -> sa.Select[Any]:
             .group_by(job.kind))
 
 
-def dead_counts_statement(models: Models) -> sa.Select[Any]:
-    """``(kind, count)`` of dead jobs: an index-only range of ``_jobs_history`` over dead rows alone."""
-    job = models.Job
-    return _select(job.kind, sa.func.count()).where(job.status == Status.DEAD.value).group_by(job.kind)
+DEAD_COUNT_CAP = 1000
+"""The overview counts a kind's dead jobs up to this many (shown as "1000+" beyond)."""
+
+
+def dead_counts_statement(models: Models, cap: int = DEAD_COUNT_CAP) -> sa.Select[Any]:
+    """``(kind, count)`` of dead jobs per kind, each count stopping at ``cap``.
+
+    The kinds with dead jobs come from a skip scan of ``_jobs_history (status,
+    kind, ...)`` (one index probe per kind: a recursive step to the next greater
+    kind), and each kind's count reads at most ``cap`` entries of the same
+    index, so the cost is bounded by kinds x ``cap`` however many dead rows
+    the history keeps.
+    """
+    job = models.jobs_table
+    dead = job.c.status == Status.DEAD.value
+    kinds = _select(job.c.kind).where(dead).order_by(job.c.kind).limit(1).cte("dead_kinds", recursive=True)
+    following = (_select(job.c.kind).where(dead, job.c.kind > kinds.c.kind).order_by(job.c.kind).limit(1)
+                 .scalar_subquery())
+    kinds = kinds.union_all(_select(following).where(kinds.c.kind.is_not(None)))
+    some = (_select(sa.literal(1).label("one")).where(dead, job.c.kind == kinds.c.kind).limit(cap)
+            .correlate(kinds).subquery("some"))
+    counted = _select(sa.func.count()).select_from(some).scalar_subquery()
+    return _select(kinds.c.kind, counted).where(kinds.c.kind.is_not(None))
 
 
 def finished_counts_statement(models: Models, params: WindowParams) -> sa.Select[Any]:

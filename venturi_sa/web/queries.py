@@ -21,6 +21,7 @@ from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic import FireInfo, fired_by, list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
+    DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
     JobFilter,
     JobPageParams,
@@ -49,7 +50,7 @@ KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "c
 
 @dataclass(frozen=True, kw_only=True)
 class Counts:
-    """The overview's numbers: live rows and dead jobs exactly, completed ones within the window only.
+    """The overview's numbers: live rows exactly, dead jobs up to a cap per kind, finished ones in the window.
 
     A total of every retained ``completed`` row would mean counting the whole
     history on a page that refreshes live; ``venturi stats`` gives it on demand.
@@ -58,9 +59,17 @@ class Counts:
     as_of: datetime
     by_kind: dict[str, dict[str, int]]
     oldest_eligible_age_by_kind: dict[str, timedelta]
+    dead_capped: frozenset[str] = frozenset()
+    """Kinds with at least :data:`~venturi_sa.storage.dashboard.DEAD_COUNT_CAP` dead jobs (counted that far)."""
 
     def total(self, key: str) -> int:
         return sum(k[key] for k in self.by_kind.values())
+
+    def dead(self, kind: str | None = None) -> str:
+        """The dead count of ``kind`` (None: all kinds), with "+" where the count stopped at its cap."""
+        n = self.total("dead") if kind is None else self.by_kind[kind]["dead"]
+        more = bool(self.dead_capped) if kind is None else kind in self.dead_capped
+        return f"{n}+" if more else str(n)
 
     @property
     def oldest_eligible_age(self) -> timedelta | None:
@@ -81,7 +90,9 @@ def _counts(raw: OverviewCounts) -> Counts:
     for kind, status, n in raw.finished:
         row(kind)[f"{status}_recently"] += n
     ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
-    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages)
+    capped = frozenset(kind for kind, n in raw.dead if n >= DEAD_COUNT_CAP)
+    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages,
+                  dead_capped=capped)
 
 
 @dataclass(frozen=True, kw_only=True)
