@@ -69,6 +69,7 @@ def test_cancel_ends_pending_jobs_and_requests_running_ones(engine: sa.Engine, m
     with engine.connect() as conn:
         requested = conn.execute(sa.select(models.cancels_table.c.job_id, models.cancels_table.c.actor)).all()
     assert [tuple(r) for r in requested] == [(claimed, ACTOR)]
+    assert f"cancel requested by {ACTOR}" in client.get(f"/jobs/{claimed}").text  # the page says why
     every = _message(_act(client, "cancel:matching", kind="k_scheduled"))
     assert every.startswith("Cancel: 2 job(s) changed")
     assert {queue.get_job(engine, i).status for i in seeded["scheduled"]} == {"dead"}

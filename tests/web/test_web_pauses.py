@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
+from ops_support import factory_session
 from starlette.testclient import TestClient
 from web_kit import csrf_of
 
@@ -40,6 +41,10 @@ def test_pause_a_kind_with_a_reason_and_an_end_then_resume_it(engine: sa.Engine,
     assert abs(paused.resume_at - datetime.now(timezone.utc) - timedelta(hours=2)) < timedelta(minutes=5)
     page = client.get("/schedules").text
     assert 'id="resume-send_receipt"' in page and "SMTP outage" in page
+    with factory_session(engine, models) as (Job, _):
+        waiting = Job(kind="send_receipt").id
+    why = client.get(f"/jobs/{waiting}").text  # the job page says why it waits
+    assert "kind &#39;send_receipt&#39; is paused by dashboard user at testclient" in why
     assert _operate(client, do="resume_kind", kind="send_receipt") == "kind send_receipt resumed"
     assert queue.pauses(engine) == []
     [record] = queue.pauses(engine, in_force_only=False)

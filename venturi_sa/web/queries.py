@@ -14,8 +14,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.control import PauseInfo, pauses
+from venturi_sa.ops.explain import explain
 from venturi_sa.ops.records import JobInfo, JournalInfo, ScheduleInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic import FireInfo, fired_by, list_schedules
@@ -201,6 +203,8 @@ class Detail:
     now: datetime
     reason: str = ""
     fired: FireInfo | None = None
+    why: tuple[str, ...] = ()
+    """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
 
     @property
     def waiting_for(self) -> str | None:
@@ -253,9 +257,21 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
 
 
 def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
-    """:func:`detail`, and which schedule fired the job (:func:`venturi_sa.periodic.fired_by`), if one did."""
+    """:func:`detail`, which schedule fired the job (:func:`venturi_sa.periodic.fired_by`), and why it waits.
+
+    Three short transactions; the explanation (pauses, backoff, place in line,
+    whether a worker runs the kind) only for a pending or claimed job.
+    """
     found = detail(models, engine, job_id)
-    return None if found is None else replace(found, fired=fired_by(models, engine, job_id))
+    if found is None:
+        return None
+    why: tuple[str, ...] = ()
+    if found.job.status in ("pending", "claimed"):
+        try:
+            why = tuple(r.text for r in explain(models, engine, job_id).reasons)
+        except JobNotFound:  # deleted meanwhile: show what was read
+            pass
+    return replace(found, fired=fired_by(models, engine, job_id), why=why)
 
 
 @dataclass(frozen=True, kw_only=True)
