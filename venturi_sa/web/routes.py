@@ -154,13 +154,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
         if scope == "matching" and not action.bulk:
             raise _bad(f"{action.label} applies to one job at a time, from the job's page")
-        ids = [str(i) for i in form.getlist("ids")]
-        if scope == "selected":
-            if not ids:
-                raise _bad("no jobs selected")
-            if len(ids) > (BULK_MOST if action.bulk else 1):
-                raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter"
-                           if action.bulk else f"{action.label} applies to one job at a time")
+        ids = _selected(action, form) if scope == "selected" else []
         ctx = _context(request, action, form)
         if scope == "selected":
             await check_authorized(dashboard.authorize, request, action.name, ids)
@@ -221,6 +215,18 @@ def routes(dashboard: Dashboard) -> list[Route]:
 
 SHOWN_REASONS = 3
 """How many refusal reasons a summary spells out (the rest are counted)."""
+
+
+def _selected(action: Action, form: Any) -> list[str]:
+    """The checked job ids: at least one, at most :data:`BULK_MOST` (one for a job-page-only action)."""
+    ids = [str(i) for i in form.getlist("ids")]
+    if not ids:
+        raise _bad("no jobs selected")
+    if not action.bulk and len(ids) > 1:
+        raise _bad(f"{action.label} applies to one job at a time")
+    if len(ids) > BULK_MOST:
+        raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
+    return ids
 
 
 def _summary(label: str, outcome: Outcome) -> str:
