@@ -199,3 +199,25 @@ def test_the_job_page_says_which_schedule_fired_it(engine: sa.Engine, models: An
     page = client.get(f"/jobs/{job_id}").text
     assert 'id="fired"' in page and "fired by schedule" in page and "every-six-hours" in page
     assert 'id="fired"' not in client.get(f"/jobs/{seeded['pending'][0]}").text
+
+
+def test_a_database_error_stops_the_walk_and_says_where(engine: sa.Engine, models: Any,
+                                                        seeded: dict[str, list[str]]) -> None:
+    from venturi_sa.web import Action, ActionContext
+
+    ran: list[str] = []
+    broken = seeded["dead"][1]
+
+    def touch(ctx: ActionContext, job_id: str) -> object:
+        ran.append(job_id)
+        with ctx.engine.connect() as conn:  # a real error from the server on the second job
+            conn.execute(sa.text("SELECT 1 / :d"), {"d": 0 if job_id == broken else 1})
+        return None
+
+    app = create_app(engine, models.prefix, listen=False,
+                     actions=[Action(name="touch", label="Touch", statuses=("dead", "completed"), run=touch)])
+    ids = [seeded["dead"][0], broken, seeded["completed"][0]]
+    with TestClient(app) as client:
+        message = _message(_act(client, "touch:selected", ids=ids))
+    assert message == f"Touch: 1 job(s) changed; stopped: the database failed on job {broken}: division by zero"
+    assert ran == ids[:2]  # the third was not attempted

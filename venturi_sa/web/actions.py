@@ -174,6 +174,8 @@ class Outcome:
     skipped: dict[str, str] = field(default_factory=dict)
     remarks: dict[str, int] = field(default_factory=dict)
     truncated: bool = False
+    failed: str | None = None
+    """Set when the database failed: the job and the error; the jobs after it were not attempted."""
 
     def merge(self, other: Outcome) -> None:
         self.applied += other.applied
@@ -181,16 +183,26 @@ class Outcome:
         for remark, n in other.remarks.items():
             self.remarks[remark] = self.remarks.get(remark, 0) + n
         self.truncated = self.truncated or other.truncated
+        self.failed = self.failed or other.failed
 
 
 def apply_each(action: Action, ctx: ActionContext, job_ids: Sequence[str]) -> Outcome:
-    """Run ``action`` on each job in turn (one transaction each); refusals are skipped, not raised."""
+    """Run ``action`` on each job in turn (one transaction each); refusals are skipped, not raised.
+
+    A database error (the server gone, a timeout) rolls that job's transaction
+    back and stops the walk: it is reported in ``failed``, the jobs done so far
+    stay done and the rest are not attempted.
+    """
     outcome = Outcome()
     for job_id in job_ids:
         try:
             result = action.run(ctx, job_id)
         except VenturiError as exc:
             outcome.skipped[job_id] = str(exc)
+        except sa.exc.SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            outcome.failed = f"the database failed on job {job_id}: {reason}"
+            return outcome
         else:
             outcome.applied.append(job_id)
             if isinstance(result, str):

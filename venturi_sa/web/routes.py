@@ -189,7 +189,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
             if ids:
                 await check_authorized(dashboard.authorize, request, action.name, ids)
                 total.merge(await run_in_threadpool(apply_each, action, ctx, ids))
-            if total.truncated:
+            if total.truncated or total.failed:
                 return total
 
     async def events(request: Request) -> Response:
@@ -239,7 +239,9 @@ def _summary(label: str, outcome: Outcome) -> str:
         text += f"; {len(reasons)} refused: " + "; ".join(reasons[:SHOWN_REASONS])
         if len(reasons) > SHOWN_REASONS:
             text += f"; and {len(reasons) - SHOWN_REASONS} more"
-    if outcome.truncated:
+    if outcome.failed:
+        text += f"; stopped: {outcome.failed}"
+    elif outcome.truncated:
         text += f"; stopped after {BULK_MOST}: run it again for the rest"
     return text
 
