@@ -75,6 +75,9 @@ def test_charts_read_the_window_through_the_primary_key_and_jobs_finished(
     span, seconds = WINDOWS[window]
     params = sql.WindowParams(span=span, bucket_seconds=seconds)
     _uses(engine, sql.activity_statement(models, params), models, "journal_pkey", sort_ok=True)
+    with engine.connect() as conn:
+        floor = conn.execute(sa.select(sql.journal_floor(models, params.since()))).scalar_one()
+    _uses(engine, sql.activity_statement(models, params, floor), models, "journal_pkey", sort_ok=True)
     _uses(engine, sql.latency_statement(models, params), models, "jobs_finished", sort_ok=True)
     _uses(engine, sql.finished_counts_statement(models, params), models, "jobs_finished", sort_ok=True)
 
@@ -106,7 +109,7 @@ def test_workers_and_the_change_token_use_the_lease_index_and_one_row_probes(
     _uses(engine, sql.token_statement(models), models, "journal_pkey", "jobs_created")
 
 
-PAGES = {"/": 8, "/?window=day": 8, "/fragment/overview": 8, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
+PAGES = {"/": 9, "/?window=day": 9, "/fragment/overview": 9, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
          "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 1, "/schedules": 2}
 
 
