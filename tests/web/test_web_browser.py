@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 from web_kit import enqueue_elsewhere, seed, served
 
-from venturi_sa import Queue
+from venturi_sa import Queue, Task, task
+from venturi_sa.periodic import reconcile
 from venturi_sa.web import create_app
 
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "web-screenshots"
@@ -104,6 +105,7 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         _shot(browser, "jobs-after-requeue")
 
         browser.get(f"{base}/jobs/{ids['pending'][0]}")  # a control action from the job page
+        _shot(browser, "job-pending")
         browser.find_element(By.NAME, "note").send_keys("customer left")
         browser.find_element(By.ID, "job-cancel").click()
         assert wait_for(ec.text_to_be_present_in_element((By.ID, "msg"), "Cancel: 1 job(s) changed"))
@@ -122,6 +124,10 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         _shot(browser, "workers")
 
         queue.pause(engine, "k_scheduled", reason="upstream outage", delay=timedelta(hours=1), actor="ops")
+        report: type[Task] = task("nightly_report")(lambda ctx: None)
+        reports = Queue(models, [report])
+        reports.schedule(report(), cron="0 3 * * *", tz="Europe/Berlin", name="nightly")
+        reconcile(reports, engine)
         browser.get(base + "/schedules")
         assert "upstream outage" in wait_for(ec.presence_of_element_located((By.ID, "pauses"))).text
         _shot(browser, "schedules")
