@@ -144,6 +144,7 @@ def _pages(client: Any) -> dict[str, str]:
         "jobs status=dead": "/jobs?status=dead", "jobs kind=kind_3": "/jobs?kind=kind_3",
         "jobs pending kind_4": "/jobs?status=pending&kind=kind_4", "jobs text \"order\": 777": '/jobs?q="order"%3A+777',
         "jobs created 1h": "/jobs?window=1h", "job (fired by a schedule)": "/jobs/" + "100".zfill(26),
+        "job, pending (with why)": "/jobs/L" + "1".zfill(25),
         "workers": "/workers", "schedules & pauses": "/schedules",
     }
 
