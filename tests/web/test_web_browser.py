@@ -109,7 +109,7 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         browser.find_element(By.NAME, "note").send_keys("customer left")
         browser.find_element(By.ID, "job-cancel").click()
         assert wait_for(ec.text_to_be_present_in_element((By.ID, "msg"), "Cancel: 1 job(s) changed"))
-        assert "cancelled by" in browser.find_element(By.ID, "journal").text
+        assert wait_for(ec.text_to_be_present_in_element((By.ID, "journal"), "cancelled by"))  # swapped live
         assert queue.get_job(engine, ids["pending"][0]).status == "dead"
 
         browser.get(base + "/jobs")
