@@ -3,6 +3,7 @@
 
     bench/.venv/bin/python bench/ab_drain.py --a /tmp/venturi-base --b . --rounds 5
     bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4 --supervised  # the supervisor
+    bench/.venv/bin/python bench/ab_drain.py --a OLD --b . --drivers psycopg2,psycopg,asyncpg,psycopg_async
 
 On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
 (``enqueue_many``, chunks of 1,000), then drains them with
@@ -11,6 +12,9 @@ On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
 round jobs/s and the child's CPU time per job (``getrusage``), then the
 medians and the B ÷ A ratio of the medians.  Only the ratio means anything
 on a shared machine: both trees see the same load within a round.
+``--drivers`` runs every variant once per driver in each round (``asyncpg``
+and ``psycopg_async``: a Worker on an ``AsyncEngine``) and adds each one's
+ratio to the first driver's A.
 """
 
 from __future__ import annotations
@@ -47,6 +51,21 @@ def _queue() -> Any:
     return queue, noop
 
 
+ASYNC_DRIVERS = ("asyncpg", "psycopg_async")
+
+
+def _engine(dsn: str, driver: str, **kwargs: Any) -> Any:
+    """The worker's engine for ``dsn`` on ``driver``: an ``AsyncEngine`` for an async driver."""
+    import sqlalchemy as sa
+
+    url = sa.make_url(dsn).set(drivername=f"postgresql+{driver}")
+    if driver in ASYNC_DRIVERS:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        return create_async_engine(url, **kwargs)
+    return sa.create_engine(url, **kwargs)
+
+
 def _supervised(dsn: str, concurrency: int, batch_size: int, gate: str, index: int) -> None:
     """One supervised worker process: its own engine; says it is ready, waits for the gate, drains until idle."""
     import sqlalchemy as sa
@@ -65,19 +84,21 @@ def _supervised(dsn: str, concurrency: int, batch_size: int, gate: str, index: i
     engine.dispose()
 
 
-def _child(dsn: str, concurrency: int, batch_size: int, processes: int, supervised: bool = False) -> None:
+def _child(dsn: str, concurrency: int, batch_size: int, processes: int, supervised: bool = False,
+           driver: str = "psycopg2") -> None:
     import sqlalchemy as sa
 
     import venturi_sa
 
     queue, _ = _queue()
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    t0 = time.perf_counter()
     if processes == 1 and not supervised:
-        engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
+        engine = _engine(dsn, driver, pool_size=concurrency + 5, max_overflow=10)
         worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
         n = worker.run_until_idle()
-        engine.dispose()
+        if isinstance(engine, sa.Engine):
+            engine.dispose()  # an AsyncEngine's connections were closed by the worker, on its loop
     else:  # venturi worker --processes N: the supervisor, each child draining until idle
         import functools
 
@@ -132,10 +153,10 @@ def _enqueue(dsn: str, tree: Path, n: int) -> None:
 
 
 def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int,
-           supervised: bool) -> dict[str, float]:
+           supervised: bool, driver: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_child", dsn, str(concurrency),
-                          str(batch_size), str(processes), "supervised" if supervised else "in-process"],
+                          str(batch_size), str(processes), "supervised" if supervised else "in-process", driver],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
 
@@ -145,7 +166,7 @@ def main(argv: list[str]) -> int:
         _enqueue_child(argv[1], int(argv[2]))
         return 0
     if argv[:1] == ["_child"]:
-        _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5] == "supervised")
+        _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5] == "supervised", argv[6])
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--a", type=Path, required=True, help="source tree A (a venturi checkout)")
@@ -157,6 +178,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--processes", default="1", help="B only: worker processes, comma-separated (A uses 1)")
     p.add_argument("--supervised", action="store_true",
                    help="B runs under the supervisor (venturi worker --processes), timed from all children ready")
+    p.add_argument("--drivers", default="psycopg2",
+                   help="comma-separated: psycopg2, psycopg, asyncpg, psycopg_async (in-process workers only)")
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
@@ -177,23 +200,30 @@ def main(argv: list[str]) -> int:
     engine = sa.create_engine(dsn)
     alembic_venturi.upgrade(engine, PREFIX)
     engine.dispose()
-    variants = [("A", a.a.resolve(), 1)] + [(f"B/p{k}", a.b.resolve(), int(k)) for k in a.processes.split(",")]
+    drivers = a.drivers.split(",")
+    named = (lambda name, d: name) if drivers == ["psycopg2"] else (lambda name, d: f"{name}/{d}")
+    variants = []
+    for d in drivers:  # (name, tree, processes, driver, the A it is compared with)
+        variants.append((named("A", d), a.a.resolve(), 1, d, named("A", d)))
+        variants += [(named(f"B/p{k}", d), a.b.resolve(), int(k), d, named("A", d)) for k in a.processes.split(",")]
     rates: dict[str, list[float]] = {v[0]: [] for v in variants}
     cpus: dict[str, list[float]] = {v[0]: [] for v in variants}
     try:
         for r in range(a.rounds):
-            for name, tree, processes in variants:
+            for name, tree, processes, driver, _ in variants:
                 _enqueue(dsn, a.b.resolve(), a.n)
-                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes, a.supervised and name != "A")
+                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes,
+                             a.supervised and not name.startswith("A"), driver)
                 rates[name].append(out["jobs"] / out["seconds"])
                 cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))
                 print(f"round {r + 1} {name} ({out['tree']}): {out['jobs']} jobs, {rates[name][-1]:,.0f} jobs/s, "
                       f"{cpus[name][-1]:.0f} µs CPU/job", flush=True)
-        base = statistics.median(rates["A"])
-        for name, _, _ in variants:
-            print(f"{name}: median {statistics.median(rates[name]):,.0f} jobs/s "
-                  f"({statistics.median(rates[name]) / base:.2f}× A), "
-                  f"{statistics.median(cpus[name]):.0f} µs CPU/job")
+        first = statistics.median(rates[variants[0][0]])
+        for name, _, _, _, base_name in variants:
+            median = statistics.median(rates[name])
+            versus = "" if len(drivers) == 1 else f", {median / first:.2f}× {variants[0][0]}"
+            print(f"{name}: median {median:,.0f} jobs/s ({median / statistics.median(rates[base_name]):.2f}× "
+                  f"{base_name}{versus}), {statistics.median(cpus[name]):.0f} µs CPU/job")
     finally:
         admin.close()
         if cluster is not None:

@@ -4,13 +4,16 @@
     bench/.venv/bin/python bench/profile_drain.py                 # 20k jobs, Worker defaults
     bench/.venv/bin/python bench/profile_drain.py --concurrency 100 --batch-size 100
     bench/.venv/bin/python bench/profile_drain.py --enqueue      # cProfile of enqueue_many instead
+    bench/.venv/bin/python bench/profile_drain.py --driver asyncpg   # a Worker on an AsyncEngine
 
 Starts a durable throwaway cluster (as bench/run.py; or ``--port`` for an
 existing server), enqueues ``--n`` jobs with ``Queue.enqueue_many``, then runs
 ``Worker.run_until_idle()`` in a child process under ``py-spy record`` (on-CPU
 samples of every thread, native frames off).  Writes ``<out>/stacks.txt``
 (collapsed stacks, for flame graphs) and ``<out>/profile.md``: drain rate and
-the top functions by self and by inclusive GIL-holding time.  ``--enqueue``
+the top functions by self and by inclusive GIL-holding time.  ``--driver``
+picks the worker's driver as in ``bench/run.py`` (``asyncpg`` and
+``psycopg_async``: a Worker on an ``AsyncEngine``).  ``--enqueue``
 profiles ``Queue.enqueue_many`` (chunks of 1,000 + commit, one thread) with
 cProfile instead and writes ``<out>/enqueue.md``.
 """
@@ -32,17 +35,19 @@ BENCH_DIR = Path(__file__).resolve().parent
 
 def _drain(dsn: str, concurrency: int, batch_size: int) -> None:
     """Child: drain the queue once and print jobs/s as JSON."""
-    from venturi_adapter import engine_for, queue
+    import sqlalchemy as sa
+    from venturi_adapter import queue, worker_engine_for
 
     import venturi_sa
 
-    engine = engine_for(dsn, pool_size=concurrency + 5, max_overflow=10)
+    engine = worker_engine_for(dsn, pool_size=concurrency + 5, max_overflow=10)
     worker = venturi_sa.Worker(queue, engine, concurrency=concurrency, batch_size=batch_size, listen=False)
     t0 = time.perf_counter()
     n = worker.run_until_idle()
     elapsed = time.perf_counter() - t0
     print(json.dumps({"jobs": n, "seconds": elapsed, "jobs_per_s": n / elapsed}), flush=True)
-    engine.dispose()
+    if isinstance(engine, sa.Engine):
+        engine.dispose()  # an AsyncEngine's connections were closed by the worker, on its loop
 
 
 def summarize(stacks: Path, top: int = 25, seconds: float | None = None, rate: int = 100) -> str:
@@ -122,10 +127,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--enqueue", action="store_true", help="profile enqueue_many (cProfile) instead")
+    p.add_argument("--driver", choices=("psycopg2", "psycopg", "asyncpg", "psycopg_async"), default="psycopg2",
+                   help="the worker's driver, as bench/run.py --driver")
     p.add_argument("--port", type=int, help="existing server on 127.0.0.1 (superuser, trust)")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results" / ("profile-" + time.strftime("%Y%m%d-%H%M%S")))
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
+    os.environ["VENTURI_BENCH_DRIVER"] = a.driver  # read by venturi_adapter, here and in the child
     sys.path.insert(0, str(BENCH_DIR))
     from run import PG_SETTINGS, find_harness, load_harness
 
@@ -171,11 +179,12 @@ def main(argv: list[str]) -> int:
         cmd = [py_spy, "record", "--format", "raw", "--threads", "--gil", "--rate", str(a.rate), "-o", str(stacks),
                "--", sys.executable, str(Path(__file__).resolve()), "_drain", dsn, str(a.concurrency),
                str(a.batch_size)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(harness)]),
+        # this checkout's venturi_sa first, whichever checkout bench/.venv was set up from
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(BENCH_DIR.parent), str(harness)]),
                "PYTHONDONTWRITEBYTECODE": "1"}
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
         stats = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
-        head = (f"# venturi drain profile\n\n{a.n:,} no-op jobs, Worker(concurrency={a.concurrency}, "
+        head = (f"# venturi drain profile ({a.driver})\n\n{a.n:,} no-op jobs, Worker(concurrency={a.concurrency}, "
                 f"batch_size={a.batch_size}, listen=False).run_until_idle(): {stats['jobs']:,} jobs in "
                 f"{stats['seconds']:.1f} s = **{stats['jobs_per_s']:,.0f} jobs/s** under py-spy "
                 f"({a.rate} Hz, --gil: only GIL-holding samples; durable cluster).\n\n")

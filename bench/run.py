@@ -207,9 +207,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
     p.add_argument("--port", type=int, help="use an existing server (superuser, trust auth) on this port")
     p.add_argument("--user", default="postgres")
-    p.add_argument("--driver", choices=("psycopg2", "psycopg", "asyncpg"), default="psycopg2",
-                   help="venturi_sa's driver (default psycopg2); asyncpg: AsyncSession enqueue and a "
-                        "Worker on an AsyncEngine")
+    p.add_argument("--driver", choices=("psycopg2", "psycopg", "asyncpg", "psycopg_async"), default="psycopg2",
+                   help="venturi_sa's driver (default psycopg2); asyncpg, psycopg_async (psycopg 3's async "
+                        "mode): AsyncSession enqueue and a Worker on an AsyncEngine")
     return p.parse_args(argv)
 
 

@@ -3,10 +3,11 @@
 Uses venturi's public API only, as a user would: ``alembic_venturi.upgrade``
 for the schema, ``Queue.enqueue`` / ``Queue.enqueue_many`` inside a plain
 SQLAlchemy ``Session`` (the caller commits), and ``Worker.run()`` in a
-thread, stopped with ``Worker.stop()``.  With ``--driver asyncpg`` the
-application is async: ``enqueue_async`` / ``enqueue_many_async`` in an
-``AsyncSession`` (on the enqueuer's own event loop) and a ``Worker`` on an
-``AsyncEngine``, whose claims, outcomes and LISTEN go through asyncpg.  Profiles with ``processes > 1``
+thread, stopped with ``Worker.stop()``.  With ``--driver asyncpg`` (or
+``psycopg_async``) the application is async: ``enqueue_async`` /
+``enqueue_many_async`` in an ``AsyncSession`` (on the enqueuer's own event
+loop) and a ``Worker`` on an ``AsyncEngine``, whose claims, outcomes and
+LISTEN go through that async driver.  Profiles with ``processes > 1``
 fork that many worker processes (like raw_psycopg2's ``*_p2`` profiles).
 
 Importable only where the shared harness's ``peerbench`` package is on
@@ -35,8 +36,9 @@ import venturi_sa
 PREFIX = "bench"
 # ``bench/run.py --driver`` sets this for itself and every child process.
 DRIVER = os.environ.get("VENTURI_BENCH_DRIVER", "psycopg2")
-DRIVER_DISTRIBUTIONS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg", "asyncpg": "asyncpg"}
-ASYNC_DRIVERS = ("asyncpg",)
+DRIVER_DISTRIBUTIONS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg", "asyncpg": "asyncpg",
+                        "psycopg_async": "psycopg"}
+ASYNC_DRIVERS = ("asyncpg", "psycopg_async")
 models = venturi_sa.make_models(PREFIX)
 queue = venturi_sa.Queue(models)
 

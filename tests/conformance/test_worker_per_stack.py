@@ -26,7 +26,7 @@ from marshmallow import Schema, fields
 from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
 from stack_kit import app_engine_fixture, engine_fixture, handler, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
-from worker_kit import steal
+from worker_kit import WAIT, steal
 
 from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task, Worker, make_models
 
@@ -241,6 +241,39 @@ def test_an_idle_worker_is_woken_by_notify(stack: Stack, app_engine: Any, engine
             assert at - start < 2.0  # a NOTIFY, not the 30 s poll
             events.wait_for("idle", after=mark)
     assert not [r for r in caplog.records if "LISTEN" in r.getMessage()]  # no reconnect per job
+
+
+def test_a_cancel_notify_reaches_a_running_handler_before_the_next_renewal(stack: Stack, app_engine: Any,
+                                                                           engine: sa.Engine, models: Any) -> None:
+    """The listener (thread or loop task) nudges the lease keeper on the cancel NOTIFY: it renews at once.
+
+    The lease is so long that the next scheduled renewal (every lease / 3)
+    comes far later than the handler waits for the cancel: only the nudge
+    can deliver it in time.
+    """
+    started, heard = threading.Event(), []
+
+    def act(self: Task, ctx: JobContext, session: Session | None) -> None:
+        started.set()
+        heard.append(ctx.wait_cancelled(WAIT))
+        ctx.raise_if_cancelled()
+
+    lease = timedelta(seconds=30 * WAIT)  # renewals every 10 * WAIT
+    Hold = type("Hold", (Task,), {"KIND": "hold", "lease": lease, "run": handler(stack, act, session=False)})
+    queue = Queue(models, [Hold])
+    events = Events()
+    worker = Worker(queue, app_engine, poll_interval=0.2, on_event=events)
+    with running(worker):
+        events.wait_for("idle")
+        assert worker.listener is not None and worker.listener.connected.wait(WAIT)
+        [job_id] = enqueue(engine, queue, Hold())
+        assert started.wait(WAIT)
+        assert queue.cancel(engine, job_id, "stop now").result == "requested"
+        events.wait_for("finished", job_id=job_id, timeout=2 * WAIT)  # the handler waits WAIT at most
+        wait_until(lambda: heard, what="the handler's wait to end")
+    assert heard == [True]  # delivered within WAIT, a tenth of one renewal interval
+    assert [(e.outcome, e.note) for e in journal(engine, models, job_id)] == [
+        ("dead", "cancelled by operator while running: stop now")]
 
 
 def test_a_database_not_reachable_at_start_is_waited_for(stack: Stack, pg_url: str, models: Any,

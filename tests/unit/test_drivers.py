@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from venturi_sa.storage import drivers
-from venturi_sa.worker.listener import Listener
+from venturi_sa.storage.control import CANCEL_PAYLOAD
+from venturi_sa.worker.listener import Listener, Probe, deliver
 
 
 def test_every_async_driver_has_installed_sync_siblings_named_in_the_table() -> None:
@@ -45,3 +46,27 @@ def test_a_listener_on_an_unsupported_driver_warns_once_and_leaves_waking_to_pol
     assert not listener.is_alive() and listener.deaf.is_set() and not stopping.is_set()
     [message] = [r.getMessage() for r in caplog.records]
     assert "no LISTEN adapter" in message and "polling" in message
+
+
+def test_what_a_listener_heard_wakes_on_its_channel_and_nudges_on_a_cancel_there_only() -> None:
+    """The one rule every listener (thread or loop task) applies to a wait's notifications."""
+    probe = Probe(timeout=5.0)
+    probe.sent()
+    heard: dict[str, list[drivers.Notification]] = {
+        "nothing": [],
+        "probe": [drivers.Notification(probe.channel, "")],
+        "cancel on the probe channel": [drivers.Notification(probe.channel, CANCEL_PAYLOAD)],
+        "job": [drivers.Notification("jobs", "send_receipt")],
+        "cancel": [drivers.Notification("jobs", "send_receipt"), drivers.Notification("jobs", CANCEL_PAYLOAD)],
+    }
+    got = {}
+    for what, notes in heard.items():
+        wake, nudge = threading.Event(), threading.Event()
+        deliver(notes, probe, "jobs", wake, nudge)
+        got[what] = (wake.is_set(), nudge.is_set())
+    assert got == {"nothing": (False, False), "probe": (False, False), "cancel on the probe channel": (False, False),
+                   "job": (True, False), "cancel": (True, True)}
+    assert probe.deadline is None  # the probe was heard
+    wake = threading.Event()
+    deliver(heard["cancel"], probe, "jobs", wake, None)  # no keeper to nudge: it still wakes
+    assert wake.is_set()

@@ -8,9 +8,10 @@ so the SQL is written once for both flavours:
 
 * a sync ``Engine``: :class:`SyncConnections`, ``with engine.begin() as conn: fn(conn)``
   on the calling thread (psycopg2 or psycopg 3);
-* an ``AsyncEngine``: :class:`AsyncConnections`, ``async with engine.begin() as conn:
-  await conn.run_sync(fn)`` on the worker's event loop (:mod:`~venturi_sa.worker.loop`),
-  through the async driver (asyncpg or psycopg 3 async), while the calling thread waits.
+* an ``AsyncEngine``: :class:`AsyncConnections`, the same ``with engine.begin()``
+  on the async engine's ``sync_engine``, run as one greenlet on the worker's
+  event loop (:mod:`~venturi_sa.worker.loop`), through the async driver
+  (asyncpg or psycopg 3 async), while the calling thread waits.
 
 ``ctx.session`` is a sync ``Session`` and ``ctx.session_async`` an
 ``AsyncSession``; whichever flavour the worker was not given is derived on
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.util import greenlet_spawn  # what AsyncConnection.run_sync runs (needs greenlet when called)
 
 from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import AsyncDriverMissing, InvalidOption
@@ -84,7 +86,13 @@ class SyncConnections:
 
 
 class AsyncConnections:
-    """An async engine's connections, driven by ``run_sync`` on the worker's loop; the caller waits.
+    """An async engine's connections, driven on the worker's loop; the caller waits.
+
+    The whole transaction (checkout, ``BEGIN``, ``fn``, ``COMMIT``, checkin)
+    is one greenlet on the loop, as ``AsyncConnection.run_sync`` runs its
+    function: the driver's awaits happen inside it, so a transaction pays
+    one greenlet start and one hop to the loop and back, instead of one
+    per step of ``async with engine.begin()``.
 
     Errors are the ones the sync path raises (SQLAlchemy's, with the
     driver's SQLSTATE), so retries and fault handling are shared: what a
@@ -96,24 +104,22 @@ class AsyncConnections:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-
-    async def _begin(self, fn: Callable[[sa.Connection], T]) -> T:
-        async with self.engine.begin() as conn:
-            return await conn.run_sync(fn)
-
-    async def _connect(self, fn: Callable[[sa.Connection], T]) -> T:
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(fn)
+        self._sync = SyncConnections(engine.sync_engine)  # its awaits work inside greenlet_spawn only
 
     def begin(self, fn: Callable[[sa.Connection], T]) -> T:
-        try:
-            return worker_loop().run(self._begin(fn))
-        except Exception as exc:
-            raise _translated(exc) from exc
+        return self._on_loop(self._sync.begin, fn)
 
     def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        return self._on_loop(self._sync.connect, fn)
+
+    @staticmethod
+    def _on_loop(run: Callable[[Callable[[sa.Connection], T]], T], fn: Callable[[sa.Connection], T]) -> T:
+        async def spawned() -> T:
+            result: T = await greenlet_spawn(run, fn)
+            return result
+
         try:
-            return worker_loop().run(self._connect(fn))
+            return worker_loop().run(spawned())
         except Exception as exc:
             raise _translated(exc) from exc
 

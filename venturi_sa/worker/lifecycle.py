@@ -30,7 +30,7 @@ from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
-from venturi_sa.worker.listener import Listener, LoopListener
+from venturi_sa.worker.listener import Listener, LoopListener, WorkerListener
 from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.run import Run
 
@@ -64,14 +64,17 @@ def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max
 
 
 def listener(engine: sa.Engine | AsyncEngine, channel: str, wake: threading.Event, stopping: threading.Event,
-             listen: bool) -> Listener | LoopListener | None:
-    """The worker's LISTEN part (None without ``listen``): a thread, or a task on the worker loop."""
+             listen: bool, nudge: threading.Event | None = None) -> WorkerListener | None:
+    """The worker's LISTEN part (None without ``listen``): a thread, or a task on the worker loop.
+
+    Either sets ``wake`` on every notification and ``nudge`` on a cancel one.
+    """
     if not listen:
         return None
     if is_async_engine(engine):
-        return LoopListener(engine, channel, wake)
+        return LoopListener(engine, channel, wake, nudge=nudge)
     assert isinstance(engine, sa.Engine)
-    return Listener(engine, channel, wake, stopping)
+    return Listener(engine, channel, wake, stopping, nudge=nudge)
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Threads:
     executors: Executors
     keeper: LeaseKeeper
     batcher: Batcher | None = None
-    listener: Listener | LoopListener | None = None
+    listener: WorkerListener | None = None
     firer: threading.Thread | None = None  # venturi_sa.periodic.Firer: reconciles, then fires schedules
 
     def start(self) -> None:

@@ -19,7 +19,11 @@ worker wakes by polling alone (as with ``listen=False``).
 sync engine runs; :class:`AsyncListener` is the same loop for an event loop,
 and :class:`LoopListener` runs one on the worker's loop for a worker on an
 async engine (asyncpg's ``add_listener``, psycopg 3's async ``notifies()``),
-with the :class:`Listener` thread's interface.
+with the :class:`Listener` thread's interface.  Both are a
+:class:`WorkerListener`: besides ``wake``, each sets its ``nudge`` event on a
+notification carrying :data:`~venturi_sa.storage.control.CANCEL_PAYLOAD`
+(the lease keeper then renews, and so reads cancel requests, at once instead
+of at its next interval).
 """
 
 from __future__ import annotations
@@ -56,6 +60,26 @@ class Flag(Protocol):
     def clear(self) -> None: ...
 
     def is_set(self) -> bool: ...
+
+
+class WorkerListener(Protocol):
+    """What a worker needs of its LISTEN part, thread or loop task: :class:`Listener` and :class:`LoopListener`."""
+
+    connected: threading.Event  # set while the LISTEN connection is up
+    deaf: threading.Event  # set when the probe went unheard: polling only
+    nudge: threading.Event | None  # set on a cancel NOTIFY (the lease keeper's)
+
+    @property
+    def backend_pid(self) -> int | None: ...
+
+    @property
+    def reconnects(self) -> Reconnects: ...
+
+    def start(self) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
 
 
 class Reconnects:
@@ -118,6 +142,15 @@ class Probe:
             listen_channel, self.timeout)
 
 
+def deliver(notes: Sequence[drivers.Notification], probe: Probe, channel: str, wake: Flag,
+            nudge: Flag | None) -> None:
+    """Act on what one wait heard: note the probe, ``wake`` on ``channel``, ``nudge`` on a cancel there."""
+    if probe.sort(notes, channel):
+        wake.set()
+        if nudge is not None and any(n.channel == channel and n.payload == CANCEL_PAYLOAD for n in notes):
+            nudge.set()
+
+
 class Listener(threading.Thread):
     """The sync worker's LISTEN thread; sets ``wake`` on every notification of ``channel``."""
 
@@ -161,11 +194,7 @@ class Listener(threading.Thread):
         if self._listening is None:
             self._open()
         assert self._listening is not None
-        notes = self._listening.wait(WAIT_SLICE)
-        if self.probe.sort(notes, self.channel):
-            self.wake.set()
-            if self.nudge is not None and any(n.payload == CANCEL_PAYLOAD for n in notes):
-                self.nudge.set()
+        deliver(self._listening.wait(WAIT_SLICE), self.probe, self.channel, self.wake, self.nudge)
         if self.probe.overdue():
             self.probe.warn(self.channel)
             self.deaf.set()
@@ -188,16 +217,18 @@ class AsyncListener:
 
     ``engine`` is an ``AsyncEngine`` on asyncpg or psycopg (async); ``wake``
     is set on every notification of ``channel``, after each (re)connect, and
-    never from another thread.  ``connected`` and ``deaf`` are asyncio events
-    unless given (a ``threading.Event`` set from the loop works too).
+    never from another thread; ``nudge`` (if given) on a cancel notification.
+    ``connected`` and ``deaf`` are asyncio events unless given (a
+    ``threading.Event`` set from the loop works too).
     """
 
     def __init__(self, engine: AsyncEngine, channel: str, wake: Flag, stopping: asyncio.Event,
                  max_backoff: float = 5.0, probe_timeout: float | None = None,
-                 connected: Flag | None = None, deaf: Flag | None = None) -> None:
+                 connected: Flag | None = None, deaf: Flag | None = None, nudge: Flag | None = None) -> None:
         self.engine = engine
         self.channel = channel
         self.wake = wake
+        self.nudge = nudge
         self.stopping = stopping
         self.connected: Flag = connected if connected is not None else asyncio.Event()
         self.deaf: Flag = deaf if deaf is not None else asyncio.Event()
@@ -229,8 +260,7 @@ class AsyncListener:
         if self._listening is None:
             await self._open()
         assert self._listening is not None
-        if self.probe.sort(await self._listening.wait(WAIT_SLICE), self.channel):
-            self.wake.set()
+        deliver(await self._listening.wait(WAIT_SLICE), self.probe, self.channel, self.wake, self.nudge)
         if self.probe.overdue():
             self.probe.warn(self.channel)
             self.deaf.set()
@@ -260,17 +290,19 @@ class LoopListener:
     """An :class:`AsyncListener` on the worker's loop, with the :class:`Listener` thread's interface.
 
     The worker on an async engine listens through its async driver: same
-    probe, reconnect backoff, log lines and catch-up wake as the thread.
-    ``wake`` (a ``threading.Event``) is set from the loop; ``connected`` and
-    ``deaf`` are ``threading.Event`` s any thread may wait on.  :meth:`join`
-    stops it.
+    probe, reconnect backoff, log lines, catch-up wake and cancel nudge as
+    the thread.  ``wake`` and ``nudge`` (``threading.Event`` s) are set from
+    the loop; ``connected`` and ``deaf`` are ``threading.Event`` s any thread
+    may wait on.  :meth:`join` stops it.
     """
 
     def __init__(self, engine: AsyncEngine, channel: str, wake: threading.Event,
-                 max_backoff: float = 5.0, probe_timeout: float | None = None) -> None:
+                 max_backoff: float = 5.0, probe_timeout: float | None = None,
+                 nudge: threading.Event | None = None) -> None:
         self.engine = engine
         self.channel = channel
         self.wake = wake
+        self.nudge = nudge  # read when start() runs: set it before
         self.max_backoff = max_backoff
         self.probe_timeout = probe_timeout
         self.connected = threading.Event()
@@ -294,7 +326,8 @@ class LoopListener:
     async def _serve(self) -> None:
         self._task = asyncio.current_task()
         self._listener = AsyncListener(self.engine, self.channel, self.wake, asyncio.Event(), self.max_backoff,
-                                       self.probe_timeout, connected=self.connected, deaf=self.deaf)
+                                       self.probe_timeout, connected=self.connected, deaf=self.deaf,
+                                       nudge=self.nudge)
         await self._listener.run()
 
     def start(self) -> None:
@@ -327,4 +360,4 @@ class LoopListener:
             logger.debug("the LISTEN task failed", exc_info=True)
 
 
-__all__ = ["AsyncListener", "Listener", "LoopListener", "PROBE_TIMEOUT"]
+__all__ = ["AsyncListener", "Listener", "LoopListener", "PROBE_TIMEOUT", "WorkerListener", "deliver"]

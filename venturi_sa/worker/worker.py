@@ -45,7 +45,7 @@ from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
-from venturi_sa.worker.listener import Listener, LoopListener
+from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
@@ -218,7 +218,7 @@ class Worker:
         return self.inflight.processed
 
     @property
-    def listener(self) -> Listener | LoopListener | None:
+    def listener(self) -> WorkerListener | None:
         """The LISTEN thread while the worker runs with ``listen=True``, else None."""
         return self._threads.listener if self._threads is not None else None
 
@@ -338,9 +338,7 @@ class Worker:
                               self.completer.persist_in_session, batcher.submit if batcher else None,
                               self._finished)
         listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
-                                      listen)
-        if isinstance(listener, Listener):
-            listener.nudge = keeper.nudge  # a cancel NOTIFY makes the keeper renew now
+                                      listen, nudge=keeper.nudge)  # a cancel NOTIFY makes the keeper renew now
         self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
                                           firer=self._firer() if fire else None)
         self._threads.start()
