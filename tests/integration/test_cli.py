@@ -337,6 +337,7 @@ def test_worker_runs_jobs_and_stops_on_sigterm(pg_url: str, prefix: str, engine,
 
 # -- docs/cli.md: its sh examples run, in order ---------------------------------------------------
 
+@pytest.mark.timeout(420)  # ~70 CLI processes in a row: minutes on a loaded 2-core machine
 def test_cli_reference_examples_run(pg_url: str, prefix: str, engine, models) -> None:  # type: ignore[no-untyped-def]
     ids = _fixture_jobs(engine, models)
     blocks = doc_blocks(HERE.parent.parent / "docs" / "cli.md", "sh")
@@ -346,7 +347,7 @@ def test_cli_reference_examples_run(pg_url: str, prefix: str, engine, models) ->
            "VENTURI_DSN": plain_url(pg_url), "VENTURI_PREFIX": prefix, "JOB_ID": ids["dead"][0],
            "STUCK_JOB_ID": ids["claimed"][0],
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120,
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=400,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
