@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import SYNC_DRIVERS, Engines, OpenRunner
+from driver_kit import CONFORMANCE_SYNC_DRIVERS, Engines, OpenRunner
 from sqlalchemy.orm import Session
 
 from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
@@ -42,7 +42,7 @@ def engines(pg_url: str) -> Iterator[Engines]:
     made.dispose()
 
 
-@pytest.fixture(scope="session", params=SYNC_DRIVERS)
+@pytest.fixture(scope="session", params=CONFORMANCE_SYNC_DRIVERS)
 def engine(request: pytest.FixtureRequest, engines: Engines) -> sa.Engine:
     """The test cluster through one sync driver (overrides the root ``engine``)."""
     return engines.sync(request.param)

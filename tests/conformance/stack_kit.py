@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import SUPPORTED, Engines, Stack, on_loop
+from driver_kit import CONFORMANCE_STACKS, Engines, Stack, on_loop
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
 
@@ -25,7 +25,7 @@ from venturi_sa import JobContext, Queue, Task
 Body = Callable[[Task, JobContext, Session | None], Any]
 
 
-@pytest.fixture(name="stack", params=SUPPORTED, ids=lambda s: s.id)
+@pytest.fixture(name="stack", params=CONFORMANCE_STACKS, ids=lambda s: s.id)
 def stack_fixture(request: pytest.FixtureRequest) -> Stack:
     return request.param  # type: ignore[no-any-return]
 

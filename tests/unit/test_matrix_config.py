@@ -60,10 +60,12 @@ def test_the_cells_cover_the_supported_combinations(matrix: ModuleType) -> None:
     assert (lowest.python, lowest.deps) == ("3.10", [f"sqlalchemy=={sqlalchemy_floor()}"])
     assert (cells["py313"].python, cells["py313"].deps) == ("3.13", ["sqlalchemy>=2.1,<2.2"])
     pg18 = cells["pg18"]
-    assert pg18.setenv == {"VENTURI_PG_SEARCH": "", "VENTURI_EXPECT_PG_MAJOR": "18"}
+    assert pg18.setenv == {"VENTURI_PG_SEARCH": "", "VENTURI_EXPECT_PG_MAJOR": "18", "VENTURI_DRIVER_MATRIX": "lean"}
+    assert main.setenv["VENTURI_DRIVER_MATRIX"] == "full"  # every driver combination runs somewhere
     for cell in cells.values():
         assert FAST_TIERS <= tiers(cell), cell.name
         assert cell.setenv.get("VENTURI_EXPECT_PG_MAJOR") in ("15", "18"), cell.name
+        assert cell.setenv.get("VENTURI_DRIVER_MATRIX") == ("full" if cell is main else "lean"), cell.name
 
 
 def test_the_classifiers_name_exactly_the_tested_pythons(matrix: ModuleType) -> None:
