@@ -5,9 +5,9 @@
     bench/.venv/bin/python bench/ab_enqueue.py --trees new=. --variants one,orm_one --n-one 2000
 
 On one throwaway durable cluster (``bench/run.py``'s settings), each round runs
-every variant once per tree, in a child process whose ``PYTHONPATH`` starts
-with that tree, after a ``TRUNCATE`` (so every variant inserts into the same
-empty indexes).  Variants:
+every variant once per tree (the raw and plain-ORM ones: the last tree only),
+in a child process whose ``PYTHONPATH`` starts with that tree, after a
+``TRUNCATE`` (so every variant inserts into the same empty indexes).  Variants:
 
 * ``many``: ``queue.enqueue_many(session, tasks)`` + commit, chunks of ``--chunk``;
 * ``ids``: the same with ``ids_only=True`` (trees without it are skipped);
@@ -90,7 +90,8 @@ def _bulk(dsn: str, variant: str, n: int, chunk: int) -> None:
                 ids = new_job_ids(len(r))
                 params = {"ids": ids, "kinds": ["noop"] * len(r), "payloads": [json.dumps({"seq": s}) for s in r],
                           "priorities": ["1"] * len(r), "dedup_keys": [None] * len(r), "notify_kinds": ["noop"],
-                          "channel": queue.models.names.channel, "run_at": None, "delay": timedelta(0)}
+                          "channel": queue.models.names.channel, "run_at": None, "delay": timedelta(0),
+                          "run_count": 0, "failure_count": 0}
                 chunks.append(compiled.construct_params(params))
             start()
             for params in chunks:
@@ -217,7 +218,7 @@ def main(argv: list[str]) -> int:
     engine = sa.create_engine(dsn)
     alembic_venturi.upgrade(engine, PREFIX)
     cases = [(v, name, tree) for v in variants for name, tree in trees
-             if v in ("many", "ids", "one", "one_nonotify", "orm_one") or name == trees[0][0]]
+             if v in ("many", "ids", "one", "one_nonotify") or name == trees[-1][0]]
     rates: dict[str, list[float | None]] = {f"{v}@{name}": [] for v, name, _ in cases}
     cpus: dict[str, list[float]] = {k: [] for k in rates}
     try:
