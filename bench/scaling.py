@@ -78,7 +78,7 @@ def _worker(dsn: str, concurrency: int, batch_size: int, gate: str, index: int, 
 
 
 STATS = """
-SELECT CASE WHEN query ILIKE 'UPDATE%%status=%%claimed%%' OR query ILIKE '%%AS claimable%%' THEN 'claim'
+SELECT CASE WHEN query ILIKE 'WITH claimable%%' THEN 'claim'
             WHEN query ILIKE 'WITH done AS%%' THEN 'outcomes'
             WHEN query ILIKE 'COMMIT%%' THEN 'commit'
             WHEN query ILIKE 'BEGIN%%' THEN 'begin'
@@ -262,6 +262,7 @@ def main(argv: list[str]) -> int:
     from venturi_sa.throwaway import ThrowawayCluster
 
     settings = {**PG_SETTINGS, "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+                "pg_stat_statements.track_planning": "on",
                 "track_activities": "on"}
     cluster = ThrowawayCluster(settings).start()
     dsn = f"postgresql://postgres@127.0.0.1:{cluster.port}/scaling"
