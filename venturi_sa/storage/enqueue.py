@@ -173,7 +173,7 @@ def record_merges(models: Models, session: Session, params: RecordMergesParams) 
     session.flush()
 
 
-_INSERTS: dict[tuple[str, int], Any] = {}
+_INSERTS: dict[tuple[Any, ...], Any] = {}
 
 
 def enqueue_time() -> Any:
