@@ -1,7 +1,7 @@
 """peerbench adapter for venturi_sa (registered at run time by ``bench/run.py``).
 
 Uses venturi's public API only, as a user would: ``alembic_venturi.upgrade``
-for the schema, ``Queue.enqueue`` / ``Queue.enqueue_many`` inside a plain
+for the schema, ``Queue.enqueue`` / ``Queue.enqueue_many(..., ids_only=True)`` inside a plain
 SQLAlchemy ``Session`` (the caller commits), and ``Worker.run()`` in a
 thread, stopped with ``Worker.stop()``.  With ``--driver asyncpg`` (or
 ``psycopg_async``) the application is async: ``enqueue_async`` /
@@ -94,8 +94,9 @@ class _Enqueuer:
             session.commit()
 
     def enqueue_bulk(self, seqs: Sequence[int]) -> None:
+        """One Session, one ``queue.enqueue_many(..., ids_only=True)`` (the bulk path), one commit."""
         with Session(self.engine) as session:
-            queue.enqueue_many(session, [noop(seq=s) for s in seqs])
+            queue.enqueue_many(session, [noop(seq=s) for s in seqs], ids_only=True)
             session.commit()
 
     def close(self) -> None:
@@ -122,7 +123,7 @@ class _AsyncEnqueuer:
         from sqlalchemy.ext.asyncio import AsyncSession
 
         async with AsyncSession(self.engine) as session:
-            await queue.enqueue_many_async(session, [noop(seq=s) for s in seqs])
+            await queue.enqueue_many_async(session, [noop(seq=s) for s in seqs], ids_only=True)
             await session.commit()
 
     def enqueue_one(self, seq: int) -> None:
@@ -163,7 +164,7 @@ class VenturiSaAdapter(QueueAdapter):
     remaining_sql = f"SELECT count(*) FROM {PREFIX}_jobs WHERE status IN ('pending', 'claimed')"
     notes = (
         "venturi_sa: enqueue_one = Session + queue.enqueue + commit; enqueue_bulk = "
-        "queue.enqueue_many(1000) + commit; worker = Worker.run() in a thread (LISTEN/NOTIFY on); "
+        "queue.enqueue_many(1000, ids_only=True) + commit; worker = Worker.run() in a thread (LISTEN/NOTIFY on); "
         f"driver {DRIVER}" + (" (AsyncSession + enqueue_async, Worker on an AsyncEngine)."
                               if DRIVER in ASYNC_DRIVERS else ".")
     )

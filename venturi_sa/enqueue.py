@@ -16,14 +16,14 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
-from venturi_sa.models import JobBase, Models, new_job_id
+from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
 from venturi_sa.storage.added import enqueue_time, visible_time
 from venturi_sa.storage.backend import Backend, backend_for
@@ -33,6 +33,7 @@ from venturi_sa.storage.enqueue import (
     MergeTargetParams,
     MergeWrite,
     NewJob,
+    NewJobColumns,
     RecordMergesParams,
 )
 from venturi_sa.task import Registry, Task, check_priority
@@ -62,7 +63,7 @@ class When:
         return cls(delay=delay or None, run_at=run_at)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Prepared:
     """One validated task and, once decided, the id of the job it ends up in."""
 
@@ -75,18 +76,57 @@ class _Prepared:
     absorbed: bool = False  # coalesced into its key's target: no row of its own
 
 
-def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:
+def _checked_type(registry: Registry, task: object) -> type[Task]:
     if not isinstance(task, Task):
         raise InvalidOption(f"enqueue takes Task instances, got {type(task).__name__}")
     kind = type(task).kind_name()
     if kind not in registry or registry.get(kind) is not type(task):
         raise UnknownKind(f"task kind {kind!r} is not registered with this queue; add it to Queue(..., tasks=[...])")
-    tier = check_priority(type(task).priority if priority is None else priority)
+    return type(task)
+
+
+def _checked_key(task: Task) -> str | None:
     key = task.dedup_key()
     if key is not None and not isinstance(key, str):
         raise InvalidOption(f"{type(task).__name__}.dedup_key() must return str or None, got {key!r}")
-    return _Prepared(task=task, kind=type(task).KIND, payload=task.stored_payload(), priority=int(tier),
-                     dedup_key=key)
+    return key
+
+
+def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:
+    task_type = _checked_type(registry, task)
+    assert isinstance(task, Task)
+    tier = check_priority(task_type.priority if priority is None else priority)
+    return _Prepared(task=task, kind=task_type.KIND, payload=task.stored_payload(), priority=int(tier),
+                     dedup_key=_checked_key(task))
+
+
+def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object) -> list[_Prepared]:
+    """:func:`_prepare` of every task, the per-type work done once per task type.
+
+    The kind and priority are checked once per type, and the payloads of a
+    type that keeps :meth:`Task.stored_payload` are dumped together
+    (:func:`payloads.dump_many`); ``dedup_key()`` is only called on types
+    that override it.  The ids come from one :func:`new_job_ids` call.
+    """
+    groups: dict[type, list[int]] = {}
+    for index, task in enumerate(tasks):
+        groups.setdefault(type(task), []).append(index)
+    ids = new_job_ids(len(tasks))
+    prepared: list[_Prepared | None] = [None] * len(tasks)
+    for indexes in groups.values():
+        task_type = _checked_type(registry, tasks[indexes[0]])
+        members = [tasks[i] for i in indexes]
+        tier = int(check_priority(task_type.priority if priority is None else priority))
+        if task_type.stored_payload is Task.stored_payload:
+            stored = payloads.dump_many(task_type.payload_schema, [t.payload for t in members],
+                                        f"payload of {task_type.kind_name()!r}")
+        else:
+            stored = [t.stored_payload() for t in members]
+        keyed = task_type.dedup_key is not Task.dedup_key
+        for i, task, payload in zip(indexes, members, stored, strict=True):
+            prepared[i] = _Prepared(task=task, kind=task_type.KIND, payload=payload, priority=tier,
+                                    dedup_key=_checked_key(task) if keyed else None, job_id=ids[i])
+    return cast(list[_Prepared], prepared)  # every index was filled
 
 
 @dataclass
@@ -190,13 +230,50 @@ def enqueue_many(
     nothing added to or changed in the session.
     """
     when = When.check(delay, run_at)
-    prepared = [_prepare(registry, t, priority) for t in tasks]
+    prepared = _prepare_many(registry, tasks, priority)
     if not prepared:
         return []
     backend = backend_for(models)
     deduplicated = any(p.dedup_key is not None for p in prepared)
     siblings = _decide(models, backend, session, prepared) if deduplicated else {}
     return _write(models, backend, session, prepared, siblings, when, notify)
+
+
+def enqueue_ids(
+    models: Models,
+    registry: Registry,
+    session: Session,
+    tasks: Sequence[Task],
+    *,
+    priority: int | None = None,
+    delay: timedelta | None = None,
+    run_at: datetime | None = None,
+    notify: bool = True,
+) -> list[str]:
+    """:func:`enqueue_many` returning only the job ids: one ``INSERT`` on the session's connection.
+
+    No ``Job`` object is built or added to the session, and the session is
+    not flushed; the rows (and their ``NOTIFY``) are in the session's
+    transaction, so commit publishes them and rollback discards them.  Bad
+    input raises before anything is written.  If any task has a dedup key,
+    the whole call takes :func:`enqueue_many`'s path (the same advisory
+    locks and merges; its jobs are then in the session) and returns their
+    ids, an absorbed task's being its target's.
+    """
+    when = When.check(delay, run_at)
+    prepared = _prepare_many(registry, tasks, priority)
+    if not prepared:
+        return []
+    backend = backend_for(models)
+    if any(p.dedup_key is not None for p in prepared):
+        siblings = _decide(models, backend, session, prepared)
+        return [job.id for job in _write(models, backend, session, prepared, siblings, when, notify)]
+    rows = NewJobColumns(ids=[p.job_id for p in prepared], kinds=[p.kind for p in prepared],
+                         payloads=[p.payload for p in prepared], priorities=[p.priority for p in prepared],
+                         dedup_keys=[None] * len(prepared))
+    backend.insert_rows(session, InsertParams(jobs=rows, delay=when.delay, run_at=when.run_at,
+                                              notify_channel=models.names.channel if notify else None))
+    return list(rows.ids)
 
 
 def _write(models: Models, backend: Backend, session: Session, prepared: list[_Prepared],

@@ -8,6 +8,7 @@ naming the field, instead of deep inside the caller's flush.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, missing
@@ -103,17 +104,25 @@ def _plan(schema: Schema) -> tuple[dict[str, type] | None, frozenset[str]]:
     return types, frozenset(required)
 
 
-def unchanged_by(schema: Schema, data: Any) -> bool:
-    """True if ``schema.load(data)`` and ``schema.dump(data)`` would both return a dict equal to ``data``."""
-    if type(data) is not dict:
-        return False
-    types, required = _plan(schema)
-    if types is None or not required.issubset(data):
+def _fits(types: dict[str, type] | None, required: frozenset[str], data: Any) -> bool:
+    if types is None or type(data) is not dict or not required.issubset(data):
         return False
     for key, value in data.items():
         if types.get(key) is not type(value):
             return False
     return True
+
+
+def unchanged_by(schema: Schema, data: Any) -> bool:
+    """True if ``schema.load(data)`` and ``schema.dump(data)`` would both return a dict equal to ``data``."""
+    if type(data) is not dict:
+        return False
+    types, required = _plan(schema)
+    return _fits(types, required, data)
+
+
+def _nul_free(value: dict[str, Any]) -> bool:
+    return not any(type(v) is str and _NUL in v for v in value.values())
 
 
 def load(schema: Schema, data: Any, what: str) -> Any:
@@ -135,10 +144,35 @@ def load(schema: Schema, data: Any, what: str) -> Any:
 def dump(schema: Schema, value: Any, what: str) -> Any:
     """Serialize a loaded value with ``schema`` and check the result is JSON (a copy, unchecked, when
     marshmallow could not change it: plain ints, bools and NUL-free strings are JSON)."""
-    if unchanged_by(schema, value) and not any(type(v) is str and _NUL in v for v in value.values()):
+    if unchanged_by(schema, value) and _nul_free(value):
         return dict(value)
     try:
         data = schema.dump(value)
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidPayload(f"cannot serialize {what}: {exc}") from None
     return ensure_json(data, what)
+
+
+def dump_many(schema: Schema, values: Sequence[Any], what: str) -> list[Any]:
+    """:func:`dump` of each of ``values``, in order, with the schema's plan looked up once.
+
+    The values marshmallow could change go through one ``schema.dump(...,
+    many=True)``; each result is checked as :func:`dump` checks it.
+    """
+    types, required = _plan(schema)
+    out: list[Any] = []
+    slow: list[int] = []
+    for index, value in enumerate(values):
+        if _fits(types, required, value) and _nul_free(value):
+            out.append(dict(value))
+        else:
+            out.append(None)
+            slow.append(index)
+    if slow:
+        try:
+            dumped = schema.dump([values[i] for i in slow], many=True)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InvalidPayload(f"cannot serialize {what}: {exc}") from None
+        for index, data in zip(slow, dumped, strict=True):
+            out[index] = ensure_json(data, what)
+    return out

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from marshmallow import Schema
 from sqlalchemy import Engine
@@ -152,21 +152,41 @@ class Queue:
         return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,
                                  delay=delay, run_at=run_at)[0]
 
+    @overload
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
-                     delay: timedelta | None = None, run_at: datetime | None = None) -> list[JobBase]:
+                     delay: timedelta | None = None, run_at: datetime | None = None,
+                     ids_only: Literal[False] = False) -> list[JobBase]: ...
+
+    @overload
+    def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
+                     delay: timedelta | None = None, run_at: datetime | None = None,
+                     ids_only: Literal[True]) -> list[str]: ...
+
+    def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
+                     delay: timedelta | None = None, run_at: datetime | None = None,
+                     ids_only: bool = False) -> list[JobBase] | list[str]:
         """Add many jobs in one INSERT (which also sends one NOTIFY per kind); never commits.
 
         Every task is validated and every dedup merge decided before anything
         is written, so one bad task or failing ``merge()`` raises with the
         session as it was.  Commit publishes them all; rollback discards them.
+        With ``ids_only=True`` it returns the job ids instead of ``Job``
+        objects: the rows are inserted on the session's connection without
+        ``RETURNING``, no object is added to the session and nothing is
+        flushed (the fast bulk path; the same transaction, commit and rollback
+        semantics).  Tasks with a dedup key make that call take the ordinary
+        path (same locks and merges) and return its jobs' ids.
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
-        jobs = enqueueing.enqueue_many(self.models, self.registry, require_session(session, "enqueue_many"),
-                                       tasks, notify=self.notify, priority=priority, delay=delay,
-                                       run_at=run_at)
+        checked = require_session(session, "enqueue_many")
+        if ids_only and not self.enqueue_hooks:
+            return enqueueing.enqueue_ids(self.models, self.registry, checked, tasks, notify=self.notify,
+                                          priority=priority, delay=delay, run_at=run_at)
+        jobs = enqueueing.enqueue_many(self.models, self.registry, checked, tasks, notify=self.notify,
+                                       priority=priority, delay=delay, run_at=run_at)
         for hook in self.enqueue_hooks:
             hook(session, jobs)
-        return jobs
+        return [job.id for job in jobs] if ids_only else jobs
 
     async def enqueue_async(self, session: AsyncSession, task: Task, *, priority: int | None = None,
                             delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
@@ -183,13 +203,30 @@ class Queue:
         return (await self.enqueue_many_async(checked, [task], priority=priority, delay=delay,
                                               run_at=run_at))[0]
 
+    @overload
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
-                                 run_at: datetime | None = None) -> list[JobBase]:
-        """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees)."""
+                                 run_at: datetime | None = None,
+                                 ids_only: Literal[False] = False) -> list[JobBase]: ...
+
+    @overload
+    async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
+                                 priority: int | None = None, delay: timedelta | None = None,
+                                 run_at: datetime | None = None, ids_only: Literal[True]) -> list[str]: ...
+
+    async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
+                                 priority: int | None = None, delay: timedelta | None = None,
+                                 run_at: datetime | None = None,
+                                 ids_only: bool = False) -> list[JobBase] | list[str]:
+        """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees, ``ids_only`` too)."""
         checked = require_async_session(session, "enqueue_many_async")
-        return await checked.run_sync(
-            lambda sync: self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at))
+
+        def run(sync: Session) -> list[JobBase] | list[str]:
+            if ids_only:
+                return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, ids_only=True)
+            return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at)
+
+        return await checked.run_sync(run)
 
     # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.

@@ -79,6 +79,12 @@ class AppSession:
             return on_loop(queue.enqueue_async(self._async, task, **options)).id
         return queue.enqueue(self._sync, task, **options).id
 
+    def enqueue_ids(self, queue: Queue, tasks: list[Task]) -> list[str]:
+        """``enqueue_many(..., ids_only=True)`` (or its async twin): the ids, no ``Job`` objects."""
+        if self.is_async:
+            return on_loop(queue.enqueue_many_async(self._async, tasks, ids_only=True))
+        return queue.enqueue_many(self._sync, tasks, ids_only=True)
+
     def commit(self) -> None:
         on_loop(self._async.commit()) if self.is_async else self._sync.commit()
 

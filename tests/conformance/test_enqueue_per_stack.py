@@ -59,6 +59,30 @@ def test_commit_publishes_and_notifies_rollback_discards(app_engine: Any, engine
     assert [tuple(r) for r in ids] == [(kept, "pending")] and dropped != kept
 
 
+def test_ids_only_commit_publishes_and_notifies_rollback_discards(app_engine: Any, engine: sa.Engine,
+                                                                  models: Any) -> None:
+    jobs = Queue(models, [Plain, Refresh])
+    listening = drivers.listen(engine, [models.names.channel])
+    try:
+        session = AppSession(app_engine)
+        try:
+            session.enqueue_ids(jobs, [Plain(), Plain()])
+            session.rollback()
+            kept = session.enqueue_ids(jobs, [Plain(), Plain(), Refresh(), Refresh()])  # dedup: ordinary path
+            assert count(engine, models.jobs_table) == 0  # not before the commit
+            session.commit()
+        finally:
+            session.close()
+        heard = listening.wait(WAIT)
+        heard += listening.wait(0.5)
+        assert sorted(n.payload for n in heard) == ["plain", "refresh"]  # the commit's, none of the rollback's
+    finally:
+        listening.close()
+    with engine.connect() as conn:
+        stored = set(conn.execute(sa.select(models.Job.id)).scalars())
+    assert kept[2] == kept[3] and stored == set(kept)
+
+
 def advisory_waiters(engine: sa.Engine) -> int:
     with engine.connect() as conn:
         return int(conn.scalar(sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "

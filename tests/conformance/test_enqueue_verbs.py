@@ -29,6 +29,7 @@ from venturi_sa.storage.enqueue import (
     MergeTargetParams,
     MergeWrite,
     NewJob,
+    NewJobColumns,
     RecordMergesParams,
     dedup_lock_key,
 )
@@ -74,7 +75,9 @@ def test_insert_keeps_run_at_exactly(backend: Backend, engine: sa.Engine) -> Non
         assert job.visible_at == at and job.created_at < at
 
 
-def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backend, engine: sa.Engine) -> None:
+@pytest.mark.parametrize("kinds", [["a", "b", "a"], ["a"]], ids=["many", "one"])  # one job: the VALUES form
+def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backend, engine: sa.Engine,
+                                                                  kinds: list[str]) -> None:
     channel = backend.models.names.channel
     listener = drivers.listen(engine, [channel])  # this engine's driver, through the adapter
     statements: list[str] = []
@@ -87,18 +90,20 @@ def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backe
             session.execute(sa.select(1))
             sa.event.listen(engine, "before_cursor_execute", record)
             try:
-                backend.insert_jobs(session, InsertParams(jobs=[new_job("a"), new_job("b"), new_job("a")],
-                                                          notify_channel=channel))
+                jobs = backend.insert_jobs(session, InsertParams(jobs=[new_job(k) for k in kinds],
+                                                                 notify_channel=channel))
             finally:
                 sa.event.remove(engine, "before_cursor_execute", record)
             assert len(statements) == 1 and statements[0].lstrip().upper().startswith("INSERT")
+            assert [job.kind for job in jobs] == kinds
             assert not listener.wait(0.2)  # nothing before commit
             session.commit()
         got: list[str] = []
         deadline = time.monotonic() + WAIT
-        while len(got) < 2 and time.monotonic() < deadline:
+        while len(got) < len(set(kinds)) and time.monotonic() < deadline:
             got += [n.payload for n in listener.wait(0.5) if n.channel == channel]
-        assert sorted(got) == ["a", "b"]  # once per kind
+        assert sorted(got) == sorted(set(kinds))  # once per kind
+        assert listener.wait(0.2) == []
     finally:
         listener.close()
 
@@ -109,6 +114,56 @@ def test_insert_without_a_channel_sends_no_notify(backend: Backend, engine: sa.E
         queued = session.execute(sa.text("SELECT pg_notification_queue_usage()")).scalar_one()
         session.commit()
     assert queued == 0
+
+
+# -- insert_rows ------------------------------------------------------------------------------------
+
+def test_insert_rows_writes_what_insert_jobs_writes_and_loads_nothing(backend: Backend, engine: sa.Engine) -> None:
+    channel = backend.models.names.channel
+    listener = drivers.listen(engine, [channel])
+    table = backend.models.jobs_table
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    try:
+        with Session(engine) as session:
+            reference = backend.insert_jobs(session, InsertParams(jobs=[new_job("a", n=0)], delay=timedelta(1)))
+            session.expunge_all()
+            sa.event.listen(engine, "before_cursor_execute", record)
+            try:
+                backend.insert_rows(session, InsertParams(jobs=NewJobColumns(
+                    ids=[new_job_id(), new_job_id()], kinds=["a", "b"], payloads=[{"n": 1}, {"n": 2}],
+                    priorities=[1, 2], dedup_keys=[None, "d"]), delay=timedelta(1), notify_channel=channel))
+            finally:
+                sa.event.remove(engine, "before_cursor_execute", record)
+            assert len(statements) == 1 and statements[0].lstrip().upper().startswith("INSERT")
+            assert "RETURNING" not in statements[0].upper()
+            assert not session.identity_map and not session.new
+            assert not listener.wait(0.2)  # nothing before commit
+            got = session.execute(sa.select(table).order_by(table.c.id)).mappings().all()
+            session.commit()
+        heard: list[str] = []
+        deadline = time.monotonic() + WAIT
+        while len(heard) < 2 and time.monotonic() < deadline:
+            heard += [n.payload for n in listener.wait(0.5) if n.channel == channel]
+        assert sorted(heard) == ["a", "b"]  # once per kind
+    finally:
+        listener.close()
+    ref = {k: getattr(reference[0], k) for k in got[0] if k not in ("id", "created_at", "visible_at")}
+    first, second = (dict(row) for row in got[1:])
+    assert {k: first[k] for k in ref} == {**ref, "payload": {"n": 1}}
+    assert (second["kind"], second["priority"], second["dedup_key"], second["payload"]) == ("b", 2, "d", {"n": 2})
+    assert all(row["visible_at"] - row["created_at"] == timedelta(1) for row in got)
+
+
+def test_insert_rows_rollback_leaves_nothing(backend: Backend, engine: sa.Engine) -> None:
+    with Session(engine) as session:
+        backend.insert_rows(session, InsertParams(jobs=NewJobColumns.of([new_job(), new_job()])))
+        session.rollback()
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(backend.models.jobs_table)).scalar() == 0
 
 
 # -- lock_dedup ---------------------------------------------------------------------------------------

@@ -93,3 +93,26 @@ def test_hooks_and_validators_still_run() -> None:
 def test_a_nul_in_a_plain_string_is_refused_at_dump() -> None:
     with pytest.raises(InvalidPayload, match="NUL"):
         payloads.dump(Plain(), {"n": 1, "name": "a\x00b"}, "payload")
+
+
+def test_dump_many_gives_what_dump_gives_each_value_in_order() -> None:
+    import datetime
+
+    mixed: list[Any] = [{"n": 1}, {"n": 2, "name": "x"}, {"n": 3, "name": "a", "flag": True}]
+    assert payloads.dump_many(Plain(), mixed, "payload") == [payloads.dump(Plain(), v, "payload") for v in mixed]
+    converting = [{"when": datetime.date(2030, 1, 2)}, {"ratio": 0.5}, {}]
+    assert payloads.dump_many(Converting(), converting, "payload") == [
+        payloads.dump(Converting(), v, "payload") for v in converting]
+    assert payloads.dump_many(Dumping(), [{"n": 1}, {"n": 5}], "payload") == [{"n": 2}, {"n": 6}]
+    assert payloads.dump_many(Plain(), [], "payload") == []
+
+
+def test_dump_many_refuses_what_dump_refuses() -> None:
+    with pytest.raises(InvalidPayload, match="NUL"):
+        payloads.dump_many(Plain(), [{"n": 1}, {"n": 1, "name": "a\x00b"}], "payload")
+
+    class Loose(Schema):
+        value = fields.Raw()
+
+    with pytest.raises(InvalidPayload, match="not JSON-serializable at value"):
+        payloads.dump_many(Loose(), [{"value": 1}, {"value": float("nan")}], "payload")

@@ -79,6 +79,9 @@ class Backend(Protocol):
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
         """Insert new jobs in one round trip (NOTIFY riding it); returns them as session objects."""
 
+    def insert_rows(self, session: Session, params: enqueue.InsertParams) -> None:
+        """Insert new jobs in one round trip (NOTIFY riding it) on the session's connection; loads nothing."""
+
     def lock_dedup(self, session: Session, params: enqueue.DedupLockParams) -> None:
         """Take the transaction-scoped advisory locks serializing dedup decisions (READ COMMITTED only)."""
 
@@ -221,6 +224,9 @@ class SqlAlchemyBackend:
 
     def insert_jobs(self, session: Session, params: enqueue.InsertParams) -> list[JobBase]:
         return enqueue.insert_jobs(self.models, session, params)
+
+    def insert_rows(self, session: Session, params: enqueue.InsertParams) -> None:
+        enqueue.insert_rows(self.models, session, params)
 
     def lock_dedup(self, session: Session, params: enqueue.DedupLockParams) -> None:
         enqueue.lock_dedup_keys(self.models, session, params)
