@@ -187,8 +187,9 @@ class Firer(threading.Thread):
     at most ``poll_interval``; :data:`DEFER_POLL` while a schedule waits for
     its previous job).  ``on_event`` gets ``schedule_fired`` and
     ``schedule_skipped`` with ``{"queue", "schedule", "count"}``.  A queue
-    declaring no schedules is reconciled (its stored schedules are marked
-    removed) and the thread ends.
+    declaring no schedules is reconciled (the stored schedules of its kinds
+    are marked removed; those of kinds it does not register are left alone)
+    and the thread ends.
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine, stopping: threading.Event, *,
