@@ -7,12 +7,13 @@ stored schedules' kinds changes nothing.
 
 from __future__ import annotations
 
+import signal
 from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 from periodic_kit import Tick, Tock
-from process_kit import Procs
+from process_kit import PROCESS_WAIT, Procs
 from queue_kit import wait_until
 
 from venturi_sa import JobContext, Models, Queue, Task
@@ -38,23 +39,24 @@ def stored(engine: sa.Engine, models: Models) -> dict[str, bool]:
 
 def test_worker_processes_of_other_kinds_sharing_a_prefix_keep_each_others_schedules(
         engine: sa.Engine, models: Models, pg_url: str) -> None:
+    """A tick service and a tock service start together (either may reconcile first), then both redeploy."""
     procs = Procs(APP, pg_url, models.prefix)
     try:
-        tick = procs.start(kind="tick", schedules=2, **HOURLY)
-        wait_until(lambda: stored(engine, models) == {"tick-0": True, "tick-1": True}, what="tick reconciled")
-        tock = procs.start(kind="tock", schedules=2, **HOURLY)  # knows no tick: leaves tick-0 and tick-1 alone
+        first = [procs.spawn(kind="tick", schedules=2, **HOURLY), procs.spawn(kind="tock", schedules=2, **HOURLY)]
+        for proc in first:
+            procs.ready(proc)
         wait_until(lambda: stored(engine, models) == {"tick-0": True, "tick-1": True, "tock-0": True,
-                                                      "tock-1": True}, what="tock reconciled")
-        assert tick.poll() is None and tock.poll() is None  # both services run side by side
+                                                      "tock-1": True}, what="both services reconciled")
+        assert all(proc.poll() is None for proc in first)  # side by side, neither removed the other's
 
-        procs.stop(tick)  # the next tick deploy declares one schedule fewer: it removes its own kind's only
-        procs.start(kind="tick", schedules=1, **HOURLY)
-        wait_until(lambda: stored(engine, models) == {"tick-0": True, "tick-1": False, "tock-0": True,
-                                                      "tock-1": True}, what="tick-1 removed")
-        procs.stop(tock)  # a tock deploy that declares none: its kind's schedules go, tick's stay
-        procs.start(kind="tock", schedules=0, **HOURLY)
+        for proc in first:  # the next deploys: tick declares one schedule fewer, tock declares none
+            proc.send_signal(signal.SIGTERM)
+        for proc in first:
+            proc.wait(PROCESS_WAIT)
+        for proc in [procs.spawn(kind="tick", schedules=1, **HOURLY), procs.spawn(kind="tock", **HOURLY)]:
+            procs.ready(proc)
         wait_until(lambda: stored(engine, models) == {"tick-0": True, "tick-1": False, "tock-0": False,
-                                                      "tock-1": False}, what="tock-0 and tock-1 removed")
+                                                      "tock-1": False}, what="each removed its own kind's only")
     finally:
         procs.cleanup()
 
