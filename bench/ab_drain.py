@@ -4,6 +4,7 @@
     bench/.venv/bin/python bench/ab_drain.py --a /tmp/venturi-base --b . --rounds 5
     bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4 --supervised  # the supervisor
     bench/.venv/bin/python bench/ab_drain.py --a OLD --b . --drivers psycopg2,psycopg,asyncpg,psycopg_async
+    bench/.venv/bin/python bench/ab_drain.py --a . --b . --schedules 50        # what firing costs the claims
 
 On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
 (``enqueue_many``, chunks of 1,000), then drains them with
@@ -15,6 +16,13 @@ on a shared machine: both trees see the same load within a round.
 ``--drivers`` runs every variant once per driver in each round (``asyncpg``
 and ``psycopg_async``: a Worker on an ``AsyncEngine``) and adds each one's
 ratio to the first driver's A.
+
+``--schedules K``: both variants drain with ``Worker.run()`` (its firing
+thread on, ``kinds=["noop"]``) until the round's jobs are done; B's queue
+also declares K schedules of another kind (``tick``) firing every second, so
+B's worker fires them while it claims, and A's fires nothing.  The fired
+``tick`` jobs (which no variant claims) are deleted after each round.  Rounds
+alternate the order (AB, BA, ...) and print the load average.
 """
 
 from __future__ import annotations
@@ -134,6 +142,55 @@ def _child(dsn: str, concurrency: int, batch_size: int, processes: int, supervis
     print(json.dumps({"jobs": n, "seconds": elapsed, "cpu": cpu, "tree": venturi_sa.__file__}), flush=True)
 
 
+def _firing_child(dsn: str, concurrency: int, batch_size: int, schedules: int) -> None:
+    """``--schedules`` mode: ``Worker.run()`` on noop jobs, with ``schedules`` tick schedules firing each second."""
+    import threading
+    from datetime import timedelta
+
+    import sqlalchemy as sa
+
+    import venturi_sa
+
+    queue, _ = _queue()
+    if schedules:
+        @queue.task("tick")
+        def tick(payload: Any, ctx: Any) -> None:
+            return None
+
+        for i in range(schedules):
+            queue.schedule(tick(), every=timedelta(seconds=1), name=f"tick-{i}")
+    engine = sa.create_engine(dsn, pool_size=concurrency + 5, max_overflow=10)
+    pending = sa.text(f"SELECT count(*) FROM {PREFIX}_jobs WHERE kind = 'noop' AND status = 'pending'")
+    with engine.connect() as conn:
+        n = conn.execute(pending).scalar_one()
+    lock, done, counts = threading.Lock(), threading.Event(), {"finished": 0, "fired": 0}
+
+    def on_event(name: str, data: dict[str, Any]) -> None:
+        with lock:
+            if name == "schedule_fired":
+                counts["fired"] += data["count"]
+            elif name == "finished" and data["kind"] == "noop":
+                counts["finished"] += 1
+                if counts["finished"] >= n:
+                    done.set()
+
+    worker = venturi_sa.Worker(queue, engine, kinds=["noop"], concurrency=concurrency, batch_size=batch_size,
+                               listen=False, on_event=on_event)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    done.wait()
+    elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    worker.stop()
+    thread.join()
+    engine.dispose()
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(json.dumps({"jobs": n, "seconds": elapsed, "cpu": cpu, "fired": counts["fired"],
+                      "tree": venturi_sa.__file__}), flush=True)
+
+
 def _enqueue_child(dsn: str, n: int) -> None:
     import sqlalchemy as sa
     from sqlalchemy.orm import Session
@@ -153,12 +210,32 @@ def _enqueue(dsn: str, tree: Path, n: int) -> None:
 
 
 def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int,
-           supervised: bool, driver: str) -> dict[str, float]:
+           supervised: bool, driver: str = "psycopg2", schedules: int | None = None) -> dict[str, float]:
+    """One drain in a child process on ``tree``: ``_child``, or ``_firing`` with ``schedules`` (``--schedules``)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
-    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_child", dsn, str(concurrency),
-                          str(batch_size), str(processes), "supervised" if supervised else "in-process", driver],
+    if schedules is None:
+        args = ["_child", dsn, str(concurrency), str(batch_size), str(processes),
+                "supervised" if supervised else "in-process", driver]
+    else:
+        args = ["_firing", dsn, str(concurrency), str(batch_size), str(schedules)]
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def _forget_ticks(dsn: str) -> None:
+    """Delete the fired tick jobs and their fire records (no variant claims them)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(dsn)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DELETE FROM {PREFIX}_fires"))
+        conn.execute(sa.text(f"DELETE FROM {PREFIX}_jobs WHERE kind = 'tick'"))
+    engine.dispose()
+
+
+def _load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: list[str]) -> int:
@@ -167,6 +244,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["_child"]:
         _child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5] == "supervised", argv[6])
+        return 0
+    if argv[:1] == ["_firing"]:
+        _firing_child(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--a", type=Path, required=True, help="source tree A (a venturi checkout)")
@@ -180,6 +260,8 @@ def main(argv: list[str]) -> int:
                    help="B runs under the supervisor (venturi worker --processes), timed from all children ready")
     p.add_argument("--drivers", default="psycopg2",
                    help="comma-separated: psycopg2, psycopg, asyncpg, psycopg_async (in-process workers only)")
+    p.add_argument("--schedules", type=int, help="A fires no schedules, B fires this many every second "
+                   "(both Worker.run(), rounds in alternating order)")
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
@@ -201,29 +283,42 @@ def main(argv: list[str]) -> int:
     alembic_venturi.upgrade(engine, PREFIX)
     engine.dispose()
     drivers = a.drivers.split(",")
+    if a.schedules is not None and drivers != ["psycopg2"]:
+        p.error("--schedules runs on psycopg2 only (leave out --drivers)")
     named = (lambda name, d: name) if drivers == ["psycopg2"] else (lambda name, d: f"{name}/{d}")
     variants = []
-    for d in drivers:  # (name, tree, processes, driver, the A it is compared with)
+    for d in drivers:  # (name, tree, processes or schedules, driver, the A it is compared with)
         variants.append((named("A", d), a.a.resolve(), 1, d, named("A", d)))
         variants += [(named(f"B/p{k}", d), a.b.resolve(), int(k), d, named("A", d)) for k in a.processes.split(",")]
+    if a.schedules is not None:
+        variants = [("A", a.a.resolve(), 0, "psycopg2", "A"),
+                    (f"B/{a.schedules} schedules", a.b.resolve(), a.schedules, "psycopg2", "A")]
     rates: dict[str, list[float]] = {v[0]: [] for v in variants}
     cpus: dict[str, list[float]] = {v[0]: [] for v in variants}
+    print(_load(), flush=True)
     try:
         for r in range(a.rounds):
-            for name, tree, processes, driver, _ in variants:
+            order = variants if a.schedules is None or r % 2 == 0 else variants[::-1]
+            for name, tree, processes, driver, _ in order:
                 _enqueue(dsn, a.b.resolve(), a.n)
-                out = _drain(dsn, tree, a.concurrency, a.batch_size, processes,
-                             a.supervised and not name.startswith("A"), driver)
+                if a.schedules is None:
+                    out = _drain(dsn, tree, a.concurrency, a.batch_size, processes,
+                                 a.supervised and not name.startswith("A"), driver)
+                else:
+                    out = _drain(dsn, tree, a.concurrency, a.batch_size, 1, False, schedules=processes)
+                    _forget_ticks(dsn)
                 rates[name].append(out["jobs"] / out["seconds"])
                 cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))
+                fired = f", fired {out['fired']} jobs ({out['fired'] / out['seconds']:.0f}/s)" if "fired" in out else ""
                 print(f"round {r + 1} {name} ({out['tree']}): {out['jobs']} jobs, {rates[name][-1]:,.0f} jobs/s, "
-                      f"{cpus[name][-1]:.0f} µs CPU/job", flush=True)
+                      f"{cpus[name][-1]:.0f} µs CPU/job{fired}; {_load()}", flush=True)
         first = statistics.median(rates[variants[0][0]])
         for name, _, _, _, base_name in variants:
             median = statistics.median(rates[name])
             versus = "" if len(drivers) == 1 else f", {median / first:.2f}× {variants[0][0]}"
             print(f"{name}: median {median:,.0f} jobs/s ({median / statistics.median(rates[base_name]):.2f}× "
                   f"{base_name}{versus}), {statistics.median(cpus[name]):.0f} µs CPU/job")
+        print(_load(), flush=True)
     finally:
         admin.close()
         if cluster is not None:

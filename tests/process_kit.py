@@ -1,8 +1,10 @@
 """Worker processes of a test app: ``python APP`` with ``VENTURI_*`` settings, started until it prints READY.
 
-An app module (``tests/acceptance/worker_app.py``, ``tests/control/control_app.py``)
-reads its settings from the environment, creates its tables with ``ddl(prefix)``
-and prints ``READY`` just before its worker starts.
+An app module (``tests/acceptance/worker_app.py``, ``tests/control/control_app.py``,
+``tests/periodic/periodic_app.py``) reads its settings from the environment,
+may create its tables with ``ddl(prefix)``, and runs its worker with
+:func:`serve_worker`, which prints ``READY`` just before the worker starts.
+The test side starts and stops the processes with :class:`Procs`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,43 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
 
+from venturi_sa import Worker
+
 PROCESS_WAIT = 90.0  # seconds a worker process gets to stop
+
+
+def serve_worker(build: Callable[[Mapping[str, str], sa.Engine], Worker], *, pool_size: int = 8,
+                 application_name: str | None = None, **engine_options: Any) -> Worker:
+    """An app's ``main()``: engine, worker, ``READY <pid>``, run, ``EXIT <pid> <processed>``.
+
+    The engine is on ``VENTURI_DSN`` with the session time zone UTC;
+    ``build(os.environ, engine)`` makes the worker.  It runs ``worker.run()``
+    until SIGTERM/SIGINT (``VENTURI_MODE=idle``: ``run_until_idle()``).  The
+    engine is disposed on the way out; the stopped worker is returned.
+    """
+    env = os.environ
+    connect_args = {"options": "-c timezone=UTC"}
+    if application_name is not None:
+        connect_args["application_name"] = application_name
+    engine = sa.create_engine(env["VENTURI_DSN"], pool_size=pool_size, connect_args=connect_args, **engine_options)
+    try:
+        worker = build(env, engine)
+        print(f"READY {os.getpid()}", flush=True)
+        if env.get("VENTURI_MODE", "run") == "idle":
+            worker.run_until_idle()
+        else:
+            worker.run()
+        print(f"EXIT {os.getpid()} {worker.processed}", flush=True)
+        return worker
+    finally:
+        engine.dispose()
 
 
 class Procs:
@@ -28,16 +59,25 @@ class Procs:
         self.app, self.dsn, self.prefix = app, dsn, prefix
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self, **settings: Any) -> subprocess.Popen[str]:
-        """Start one; ``settings`` become ``VENTURI_<NAME>`` (booleans as 1/0). Returns once it is READY."""
+    def spawn(self, **settings: Any) -> subprocess.Popen[str]:
+        """Start one without waiting; ``settings`` become ``VENTURI_<NAME>`` (booleans as 1/0)."""
         env = {**os.environ, "VENTURI_DSN": self.dsn, "VENTURI_PREFIX": self.prefix,
                **{f"VENTURI_{k.upper()}": str(int(v) if isinstance(v, bool) else v) for k, v in settings.items()}}
         proc = subprocess.Popen([sys.executable, str(self.app)], env=env, stdout=subprocess.PIPE, text=True)
         self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def ready(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        """Wait until ``proc`` prints READY (its worker is about to start)."""
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the worker is about to start
+        line = proc.stdout.readline()
         assert line.startswith("READY"), line
         return proc
+
+    def start(self, **settings: Any) -> subprocess.Popen[str]:
+        """:meth:`spawn` one, then wait until it is READY."""
+        return self.ready(self.spawn(**settings))
 
     def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
         proc.send_signal(sig)

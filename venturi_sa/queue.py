@@ -232,7 +232,10 @@ class Queue:
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.
 
     def get_job(self, engine: Engine, job_id: str) -> JobInfo:
-        """The job's current row; raises ``JobNotFound`` if there is none."""
+        """The job's current row and ``fired_by``, the schedule fire that inserted it (None: no schedule did).
+
+        ``JobNotFound`` if there is no such job.
+        """
         return history.get_job(self.models, require_engine(engine, "get_job"), job_id)
 
     def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:

@@ -8,7 +8,7 @@
   ``VENTURI_GRACE`` seconds (default 30).
 
 It prints ``READY <pid>`` to stdout once the worker is about to start, and
-``EXIT <pid> <processed>`` when it returns.  The single task kind ``work``
+``EXIT <pid> <processed>`` when it returns (``process_kit.serve_worker``).  The single task kind ``work``
 writes one row to ``<prefix>_side`` through ``ctx.session`` (so the row
 commits with the outcome, exactly once), and, depending on its payload's
 ``mode``, first records a ``<prefix>_started`` row in its own committed
@@ -20,15 +20,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from marshmallow import Schema, fields
 
-if __name__ == "__main__":  # run as a script: import the source tree's venturi
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if __name__ == "__main__":  # run as a script: import the source tree's venturi and tests/process_kit
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+
+from process_kit import serve_worker  # noqa: E402
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker, make_models  # noqa: E402
 
@@ -73,21 +75,14 @@ def build_queue(prefix: str, engine: sa.Engine, lease_seconds: float = 60.0) -> 
 
 
 def main() -> int:
-    env: dict[str, Any] = os.environ
-    prefix = env["VENTURI_PREFIX"]
-    concurrency = int(env.get("VENTURI_CONCURRENCY", "4"))
-    engine = sa.create_engine(env["VENTURI_DSN"], pool_size=concurrency + 4, max_overflow=10,
-                              connect_args={"options": "-c timezone=UTC", "application_name": app_name(prefix)})
-    queue = build_queue(prefix, engine, float(env.get("VENTURI_LEASE", "60")))
-    worker = Worker(queue, engine, concurrency=concurrency, poll_interval=0.5,
-                    grace=float(env.get("VENTURI_GRACE", "30")), recover_interval=0.3)
-    print(f"READY {os.getpid()}", flush=True)
-    if env.get("VENTURI_MODE", "run") == "idle":
-        worker.run_until_idle()
-    else:
-        worker.run()
-    print(f"EXIT {os.getpid()} {worker.processed}", flush=True)
-    engine.dispose()
+    prefix, concurrency = os.environ["VENTURI_PREFIX"], int(os.environ.get("VENTURI_CONCURRENCY", "4"))
+
+    def build(env: Mapping[str, str], engine: sa.Engine) -> Worker:
+        queue = build_queue(prefix, engine, float(env.get("VENTURI_LEASE", "60")))
+        return Worker(queue, engine, concurrency=concurrency, poll_interval=0.5,
+                      grace=float(env.get("VENTURI_GRACE", "30")), recover_interval=0.3)
+
+    serve_worker(build, pool_size=concurrency + 4, max_overflow=10, application_name=app_name(prefix))
     return 0
 
 

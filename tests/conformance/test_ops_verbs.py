@@ -1,4 +1,4 @@
-"""Conformance of the operations verbs: job_row, journal_rows, history_page, stats,
+"""Conformance of the operations verbs: job_row, job_view, journal_rows, history_page, stats,
 cleanup_cutoff, cleanup_count, cleanup_batch and admin_apply.
 
 Each verb runs on both runner kinds (an ORM Session and a Core Connection),
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -75,6 +75,30 @@ def test_job_row_is_the_whole_row_or_none(engine: sa.Engine, models: Models, bac
     assert dict(row._mapping) == dict(job(engine, models, job_id)._mapping)
     assert (row.status, row.kind, row.payload, row.dedup_key, row.run_count) == (
         "claimed", "send", {"to": "a@b"}, "k", 1)
+
+
+def test_job_view_is_the_row_and_the_fire_that_inserted_it(engine: sa.Engine, models: Models, backend: Backend,
+                                                           runner: OpenRunner) -> None:
+    with built(engine, models) as (Job, _):
+        fired_id, plain_id = Job(kind="report").id, Job(kind="report").id
+    fire_at = datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(models.schedules_table).values(
+            name="nightly", kind="report", payload={}, priority=1, timing="cron:0 3 * * *", tz="Europe/Berlin",
+            catch_up="latest", overlap="allow", next_at=fire_at, updated=sa.func.now()))
+        conn.execute(sa.insert(models.fires_table).values(schedule="nightly", fire_at=fire_at, job_id=fired_id,
+                                                          fired_at=fire_at + timedelta(seconds=1)))
+    with runner() as r:
+        fired = backend.job_view(r, JobParams(job_id=fired_id))
+        plain = backend.job_view(r, JobParams(job_id=plain_id))
+        missing = backend.job_view(r, JobParams(job_id="01J00000000000000000000000"))
+    assert missing is None and fired is not None and plain is not None
+    columns = tuple(c.name for c in models.jobs_table.c)
+    assert tuple(fired._mapping) == (*columns, "fire_schedule", "fire_at", "fired_at")
+    assert {c: fired._mapping[c] for c in columns} == dict(job(engine, models, fired_id)._mapping)
+    assert (fired.fire_schedule, fired.fire_at, fired.fired_at) == ("nightly", fire_at,
+                                                                    fire_at + timedelta(seconds=1))
+    assert (plain.id, plain.fire_schedule, plain.fire_at, plain.fired_at) == (plain_id, None, None, None)
 
 
 def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: Models, backend: Backend,

@@ -3,7 +3,7 @@
 ``python control_app.py`` reads ``VENTURI_DSN``, ``VENTURI_PREFIX``,
 ``VENTURI_LISTEN`` (``1``/``0``) and ``VENTURI_LEASE`` (seconds, default 3:
 a renewal every second).  It prints ``READY <pid>`` before the worker starts
-and ``EXIT <pid>`` after it stopped (SIGTERM).  Kinds:
+and ``EXIT <pid> <processed>`` after it stopped (SIGTERM; ``process_kit.serve_worker``).  Kinds:
 
 * ``hold``: writes a ``<prefix>_side`` row through ``ctx.session``, records a
   ``<prefix>_started`` row (committed at once), then waits for a cancel and
@@ -14,15 +14,17 @@ and ``EXIT <pid>`` after it stopped (SIGTERM).  Kinds:
 
 from __future__ import annotations
 
-import os
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if __name__ == "__main__":  # run as a script: import the source tree's venturi and tests/process_kit
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+
+from process_kit import serve_worker  # noqa: E402
 
 from venturi_sa import JobContext, Queue, Task, Worker, make_models  # noqa: E402
 
@@ -64,16 +66,12 @@ def build_queue(prefix: str, engine: sa.Engine, lease_seconds: float = 3.0) -> Q
 
 
 def main() -> int:
-    env = os.environ
-    prefix = env["VENTURI_PREFIX"]
-    engine = sa.create_engine(env["VENTURI_DSN"], pool_size=8, connect_args={"options": "-c timezone=UTC"})
-    queue = build_queue(prefix, engine, float(env.get("VENTURI_LEASE", "3")))
-    worker = Worker(queue, engine, concurrency=2, poll_interval=0.2, listen=env.get("VENTURI_LISTEN", "1") == "1",
-                    grace=5.0)
-    print(f"READY {os.getpid()}", flush=True)
-    worker.run()
-    print(f"EXIT {os.getpid()}", flush=True)
-    engine.dispose()
+    def build(env: Mapping[str, str], engine: sa.Engine) -> Worker:
+        queue = build_queue(env["VENTURI_PREFIX"], engine, float(env.get("VENTURI_LEASE", "3")))
+        return Worker(queue, engine, concurrency=2, poll_interval=0.2, listen=env.get("VENTURI_LISTEN", "1") == "1",
+                      grace=5.0)
+
+    serve_worker(build)
     return 0
 
 

@@ -132,6 +132,25 @@ def test_cleanup_batches_use_terminal_indexes(engine, big, statuses, kind, expec
     _uses(engine, cleanup_sql.count_statement(models, narrow), models, *expected)
 
 
+def test_the_job_view_is_a_key_lookup_and_one_fires_job_probe(engine, big):  # type: ignore[no-untyped-def]
+    """``get_job`` reads the fire that inserted the job by ``_fires_job``, never scanning ``_fires``."""
+    models, _ = big
+    names = models.names
+    with engine.begin() as conn:  # 20k of the jobs were fired by one schedule, one fire each
+        conn.execute(sa.text(f"INSERT INTO {names.schedules} (name, kind, payload, priority, timing, tz, catch_up, "
+                             "overlap, next_at, updated) VALUES ('s', 'kind_0', '{}', 1, 'every:60', 'UTC', "
+                             "'latest', 'allow', now(), now())"))
+        conn.execute(sa.text(f"INSERT INTO {names.fires} (schedule, fire_at, job_id, fired_at) "
+                             f"SELECT 's', created_at, id, created_at FROM {names.jobs} "
+                             "WHERE id < lpad('20000', 26, '0')"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f"VACUUM ANALYZE {names.fires}")
+    for job_id in ("00000000000000000000010000", "00000000000000000000050000"):  # fired, not fired
+        plan = plan_of(engine, history_sql.job_view_statement(models, job_id))
+        assert "Seq Scan" not in node_types(plan), sorted(node_types(plan))
+        assert indexes_used(plan) == {names.index("jobs_pkey"), names.index("fires_job")}, indexes_used(plan)
+
+
 def test_cleanup_on_the_big_table(engine, big):  # type: ignore[no-untyped-def]
     """Runs last: the API deletes exactly what the dry run counted, in batches, live rows kept."""
     from venturi_sa import Queue

@@ -23,6 +23,16 @@ class Tick(Task):
         return None
 
 
+class Tock(Task):
+    """A second kind, for queues of other kind sets sharing a prefix."""
+
+    KIND = "tock"
+    Payload = TickPayload
+
+    def run(self, ctx: JobContext) -> None:
+        return None
+
+
 def tick_queue(prefix: str, *tasks: type[Task]) -> Queue:
     return Queue(make_models(prefix), [Tick, *tasks])
 

@@ -1,8 +1,8 @@
 """N worker processes race the same schedules over many fire times: exactly one job per fire time.
 
 Each schedule fires every second with catch-up ``all_within(1h)``; the test
-puts the next fire times back (minutes of downtime) once every worker is up, so
-hundreds of fire times per schedule are due at once and the workers race
+puts the next fire times back (60-90 s of downtime) once every worker is up, so
+hundreds of fire times are due at once and the workers race
 for them (five fire times per transaction), while new ones keep coming due
 every second.  The invariant is checked after the workers stop: the fired
 fire times of each schedule are exactly the consecutive seconds from the
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -23,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from periodic_app import PERIOD, race_queue
 from periodic_kit import aligned, db_now, fire_times, jobs_of
+from process_kit import Procs
 from queue_kit import wait_until
 
 import alembic_venturi
@@ -33,29 +33,17 @@ from venturi_sa.throwaway import ThrowawayCluster
 pytestmark = [pytest.mark.timeout(120)]
 APP = Path(__file__).resolve().parent / "periodic_app.py"
 WORKERS = 4
+SURVIVORS = 2  # with kill: processes racing beside the WORKERS that SIGKILL themselves
 SCHEDULES = 4
+BACKLOG = timedelta(seconds=90)  # 4 schedules x 90 s: >= 360 fire times due at once, and more as the race runs
+SHORT_BACKLOG = timedelta(seconds=60)  # >= 240 fire times (with SIGKILLs / a restart in the middle)
 
 
-class Proc:
-    def __init__(self, pg_url: str, prefix: str, kill_at: int = 0) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(APP), pg_url, prefix, str(SCHEDULES), str(kill_at)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def ready(self) -> Proc:
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().startswith("READY")
-        return self
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> int:
-        """SIGTERM, then the number of jobs it fired (it prints it on exit); -1 if it was killed."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=30)
-        fired = [line for line in out.splitlines() if line.startswith("FIRED")]
-        return int(fired[0].split()[2]) if fired else -1
+def fired(proc: subprocess.Popen[str]) -> int:
+    """Wait for ``proc`` to exit; the number of jobs it fired (it prints it on exit), -1 if it was killed."""
+    out, _ = proc.communicate(timeout=30)
+    lines = [line for line in out.splitlines() if line.startswith("FIRED")]
+    return int(lines[0].split()[2]) if lines else -1
 
 
 def connected(engine: sa.Engine, prefix: str) -> int:
@@ -65,56 +53,67 @@ def connected(engine: sa.Engine, prefix: str) -> int:
 
 
 def race(engine: sa.Engine, models: Models, pg_url: str, kill: bool, backlog: timedelta,
-         midway: Callable[[], None] | None = None) -> tuple[list[Proc], int]:
-    """Run the race; returns the processes (stopped) and how many were SIGKILLed and replaced.
+         midway: Callable[[], None] | None = None) -> int:
+    """Run the race; returns how many workers were SIGKILLed mid-fire.
 
-    With ``kill``, worker i of the first generation kills itself in its fire number ``2 + i``;
-    its replacement does not.  ``midway`` is called once the first fires have committed.
+    ``WORKERS`` processes race; with ``kill`` each of them SIGKILLs itself in its fire
+    number ``1 + i`` (the race goes on until all of them did) while ``SURVIVORS`` more
+    processes, started with them, race on to the end.  ``midway`` is called once the first
+    fires have committed.
     """
     reconcile(race_queue(models.prefix, SCHEDULES), engine)
     with engine.begin() as conn:  # paused while the workers start (reconciliation keeps them paused)
         conn.execute(sa.update(models.schedules_table).values(paused=True))
-    procs = [p.ready() for p in [Proc(pg_url, models.prefix, 2 + i if kill else 0) for i in range(WORKERS)]]
-    wait_until(lambda: connected(engine, models.prefix) >= 2 * WORKERS, what="every worker connected")
+    procs = Procs(APP, pg_url, models.prefix)
+    try:
+        return _race(engine, models, procs, kill, backlog, midway)
+    finally:
+        procs.cleanup()
+
+
+def _race(engine: sa.Engine, models: Models, procs: Procs, kill: bool, backlog: timedelta,
+          midway: Callable[[], None] | None) -> int:
+    kill_at = [1 + i for i in range(WORKERS)] + [0] * SURVIVORS if kill else [0] * WORKERS
+    workers = [procs.spawn(schedules=SCHEDULES, kill_at=k) for k in kill_at]
+    t0 = time.monotonic()
+    for proc in workers:
+        procs.ready(proc)
+    wait_until(lambda: connected(engine, models.prefix) >= 2 * len(workers), what="every worker connected")
+    print(f"{len(workers)} workers up in {time.monotonic() - t0:.1f}s")
     start = aligned(db_now(engine), PERIOD) - backlog
-    with engine.begin() as conn:  # BACKLOG of downtime comes due at once, for every worker
+    with engine.begin() as conn:  # the backlog of downtime comes due at once, for every worker
         conn.execute(sa.update(models.schedules_table).values(next_at=start, paused=False))
     caught_up_after = db_now(engine)
-    killed = 0
 
     def behind() -> int:
         with engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).where(
                 models.schedules_table.c.next_at <= caught_up_after)).scalar_one())
 
-    def caught_up() -> bool:
-        nonlocal killed
-        for i, proc in enumerate(procs):
-            if not proc.alive():
-                assert proc.stop() == -1 and proc.proc.returncode == -signal.SIGKILL, proc.proc.returncode
-                killed += 1
-                procs[i] = Proc(pg_url, models.prefix).ready()
-        return behind() == 0
+    def killed() -> int:
+        return sum(1 for proc in workers if proc.poll() is not None)
 
     t0 = time.monotonic()
     try:
         if midway is not None:
-            wait_until(lambda: fire_times(engine, models, "race-0"), what="the first fires")
+            wait_until(lambda: fire_times(engine, models, "tick-0"), what="the first fires")
             midway()
             assert behind() > 0, "the race was over before the midway event; give it more fire times"
-        wait_until(caught_up, timeout=60, what="every schedule caught up")
+        wait_until(lambda: behind() == 0 and killed() == sum(1 for k in kill_at if k), timeout=60,
+                   what="every schedule caught up (and every killer dead)")
     finally:
         t1 = time.monotonic()
-        for proc in procs:
-            if proc.alive():
-                proc.proc.send_signal(signal.SIGTERM)
-        fired = [p.stop() for p in procs]
-        killed += sum(1 for p in procs if p.proc.returncode == -signal.SIGKILL)
+        for proc in workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        jobs = [fired(p) for p in workers]
     print(f"caught up in {t1 - t0:.1f}s, stopped in {time.monotonic() - t1:.1f}s")
-    assert sum(1 for n in fired if n > 0) >= 2 or killed, f"no race: jobs fired per process {fired}"
+    for proc, k in zip(workers, kill_at, strict=True):
+        assert proc.returncode == (-signal.SIGKILL if k else 0), (k, proc.returncode)
+    assert sum(1 for n in jobs if n > 0) >= 2 or kill, f"no race: jobs fired per process {jobs}"
     check_exactly_once(engine, models, start, backlog)
-    print(f"jobs fired by the last {WORKERS} processes: {fired}")
-    return procs, killed
+    print(f"jobs fired per process (-1: SIGKILLed): {jobs}")
+    return sum(1 for proc in workers if proc.returncode == -signal.SIGKILL)
 
 
 def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog: timedelta) -> None:
@@ -122,9 +121,9 @@ def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog
     assert len({job.id for job in jobs}) == len(jobs)
     total = 0
     for i in range(SCHEDULES):
-        times = fire_times(engine, models, f"race-{i}")
+        times = fire_times(engine, models, f"tick-{i}")
         expected = [start + PERIOD * k for k in range(len(times))]  # type: ignore[operator]
-        assert times == expected, f"race-{i}: fire times are not the consecutive seconds from the start"
+        assert times == expected, f"tick-{i}: fire times are not the consecutive seconds from the start"
         assert len(times) >= backlog / PERIOD
         assert sum(1 for job in jobs if job.payload == {"n": i}) == len(times)  # one job per fire time
         total += len(times)
@@ -134,14 +133,14 @@ def check_exactly_once(engine: sa.Engine, models: Models, start: object, backlog
 
 def test_four_worker_processes_fire_each_fire_time_exactly_once(engine: sa.Engine, models: Models,
                                                                 pg_url: str) -> None:
-    race(engine, models, pg_url, kill=False, backlog=timedelta(minutes=4))
+    race(engine, models, pg_url, kill=False, backlog=BACKLOG)
 
 
 def test_workers_sigkilled_mid_fire_lose_and_duplicate_nothing(engine: sa.Engine, models: Models,
                                                                pg_url: str) -> None:
-    _, killed = race(engine, models, pg_url, kill=True, backlog=timedelta(minutes=2))
+    killed = race(engine, models, pg_url, kill=True, backlog=SHORT_BACKLOG)
     assert killed == WORKERS
-    print(f"race with SIGKILL mid-fire: {killed} workers killed and replaced")
+    print(f"race with SIGKILL mid-fire: {killed} of {WORKERS + SURVIVORS} workers killed")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +155,7 @@ def test_a_postgres_restart_mid_race_loses_and_duplicates_nothing(own_cluster: T
     try:
         prefix = "restart_race"
         alembic_venturi.upgrade(engine, prefix)
-        race(engine, make_models(prefix), own_cluster.url, kill=False, backlog=timedelta(minutes=3),
+        race(engine, make_models(prefix), own_cluster.url, kill=False, backlog=SHORT_BACKLOG,
              midway=lambda: own_cluster.pg_ctl("restart", "-m", "fast"))
     finally:
         engine.dispose()

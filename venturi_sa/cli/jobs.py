@@ -15,15 +15,15 @@ import click
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import actor_option, queue_options
-from venturi_sa.cli.output import emit_json, fields, table
-from venturi_sa.ops.records import JobInfo, JournalInfo
+from venturi_sa.cli.output import cell, emit_json, fields, table
+from venturi_sa.ops.records import FireInfo, JobInfo, JournalInfo
 from venturi_sa.states import STATUSES
 
 LIST_COLUMNS = ("id", "kind", "status", "priority", "run_count", "failure_count", "created_at", "finished_at")
 LIST_HEADERS = ("id", "kind", "status", "pri", "runs", "fails", "created", "finished")
 SHOW_FIELDS = (
     ("id", "id"), ("kind", "kind"), ("status", "status"), ("priority", "priority"),
-    ("created", "created_at"), ("visible at", "visible_at"), ("finished", "finished_at"),
+    ("created", "created_at"), ("fired by", "fired_by"), ("visible at", "visible_at"), ("finished", "finished_at"),
     ("runs", "run_count"), ("failures", "failure_count"), ("claimed by", "claimed_by"),
     ("lease expires", "claim_expires_at"), ("dedup key", "dedup_key"), ("payload", "payload"),
     ("carry", "carry"),
@@ -78,9 +78,16 @@ def list_jobs(dsn: str | None, prefix: str, as_json: bool, status: str | None, k
         click.echo(f"\nmore: add --cursor {page.next_cursor}")
 
 
+def render_fire(fire: FireInfo | None) -> str | None:
+    """``schedule NAME, fire time T (fired at F)``, times in UTC; None for a job no schedule inserted."""
+    if fire is None:
+        return None
+    return f"schedule {fire.schedule}, fire time {cell(fire.fire_at)} (fired at {cell(fire.fired_at)})"
+
+
 def render_job(job: JobInfo, journal: Sequence[JournalInfo]) -> str:
-    """A job's fields, then its journal timeline, as text."""
-    values = asdict(job)
+    """A job's fields (with the schedule fire that inserted it), then its journal timeline, as text."""
+    values = {**asdict(job), "fired_by": render_fire(job.fired_by)}
     text = fields([(label, values[key]) for label, key in SHOW_FIELDS])
     if not journal:
         return f"{text}\n\njournal: (empty)"
@@ -92,7 +99,7 @@ def render_job(job: JobInfo, journal: Sequence[JournalInfo]) -> str:
 @queue_options
 @click.argument("job_id", metavar="ID")
 def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
-    """Show one job and its journal, oldest entry first."""
+    """Show one job (and the schedule fire that inserted it) and its journal, oldest entry first."""
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         job = queue.get_job(engine, job_id)

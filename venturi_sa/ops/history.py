@@ -22,11 +22,12 @@ import sqlalchemy as sa
 from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.options import aware, statuses
-from venturi_sa.ops.records import JobInfo, JournalInfo, Page
+from venturi_sa.ops.records import FireInfo, JobInfo, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.history import HistoryParams, JobParams
+from venturi_sa.storage.schedules import FireOfParams
 
 MAX_PAGE = 1000
 """The largest history page one call returns."""
@@ -38,18 +39,33 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
 
 
 def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
-    """The job's current row; raises ``JobNotFound`` if there is none."""
+    """The job's current row, with ``fired_by`` (the schedule fire that inserted it, or None) read in the
+    same statement; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
-        row = backend_for(models).job_row(session, JobParams(job_id=job_id))
+        row = backend_for(models).job_view(session, JobParams(job_id=job_id))
     if row is None:
         raise job_not_found(models, job_id)
-    return JobInfo(**row._mapping)
+    return job_view_info(row)
+
+
+def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:
+    """The schedule and fire time that inserted job ``job_id`` (one ``_fires_job`` index lookup).
+
+    None if no schedule inserted it, or there is no such job: use
+    :func:`get_job` (its ``fired_by``) to tell those apart.
+    """
+    with short_transaction(models, engine) as session:
+        row = backend_for(models).fire_of(session, FireOfParams(job_id=job_id))
+    return FireInfo(schedule=row.schedule, fire_at=row.fire_at, fired_at=row.fired_at) if row else None
 
 
 def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]:
     """The job's journal, oldest entry first; ``JobNotFound`` if the job does not exist.
 
     The entries and the existence check are read in the same transaction.
+    Which schedule fire inserted the job is not a journal entry (the seed
+    journal's outcomes are the runs' and the operators'): it is the job's
+    ``fired_by`` (:func:`get_job`, :func:`fired_by`).
     """
     backend, params = backend_for(models), JobParams(job_id=job_id)
     with short_transaction(models, engine) as session:

@@ -25,8 +25,29 @@ def jsonable(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class FireInfo:
+    """The schedule fire that inserted a job: schedule name, fire time, and when it fired (database clock).
+
+    Read from the job's ``<prefix>_fires`` row, written in the transaction
+    that inserted the job (so a fired job always has it, and no other job
+    does).  ``fire_at`` is the fire time the schedule's timing produced, or
+    the database clock of ``run_now`` / ``venturi schedules run``.
+    """
+
+    schedule: str
+    fire_at: datetime
+    fired_at: datetime
+
+
+@dataclass(frozen=True)
 class JobInfo:
-    """A snapshot of one ``<prefix>_jobs`` row."""
+    """A snapshot of one ``<prefix>_jobs`` row.
+
+    ``fired_by`` is the schedule fire that inserted the job, read with the
+    row by ``get_job`` / ``get_job_async`` (and ``venturi jobs show``): None
+    there means no schedule inserted it.  The records that listings and
+    admin actions return do not read it and leave it None.
+    """
 
     id: str
     kind: str
@@ -42,10 +63,19 @@ class JobInfo:
     failure_count: int
     carry: Any
     dedup_key: str | None
+    fired_by: FireInfo | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly: times as ISO 8601 strings."""
+        """JSON-friendly: times as ISO 8601 strings (``fired_by`` a mapping, or None)."""
         return {k: jsonable(v) for k, v in asdict(self).items()}
+
+
+def job_view_info(row: Any) -> JobInfo:
+    """The record of one row of ``Backend.job_view``: the job, and the fire that inserted it (if any)."""
+    data = dict(row._mapping)
+    schedule, fire_at, fired_at = data.pop("fire_schedule"), data.pop("fire_at"), data.pop("fired_at")
+    fired = FireInfo(schedule=schedule, fire_at=fire_at, fired_at=fired_at) if schedule is not None else None
+    return JobInfo(**data, fired_by=fired)
 
 
 @dataclass(frozen=True)

@@ -118,13 +118,17 @@ def _channel(queue: Queue) -> str | None:
 def fire_due(queue: Queue, engine: sa.Engine) -> list[Fired]:
     """Fire every schedule of ``queue`` due now, one transaction each; returns what each did.
 
-    A fire that fails is rolled back, logged with the reason and left due
-    for the next pass; the others go on.  Transient database errors (the
-    server gone) are raised for the caller to back off.
+    Each schedule is fired at most once per call, so the call ends (and its
+    results can be reported) even when schedules come due again as fast as
+    they are fired; fire times one transaction did not take (a catch-up
+    longer than a batch) are left due for the next call.  A fire that fails
+    is rolled back, logged with the reason and left due for the next pass;
+    the others go on.  Transient database errors (the server gone) are
+    raised for the caller to back off.
     """
     backend, sessions, notify = backend_for(queue.models), _sessions(engine), _channel(queue)
     results: list[Fired] = []
-    passed: list[str] = []
+    passed: list[str] = []  # handled in this call: not locked again
     while True:
         name = "?"
         try:
@@ -142,8 +146,7 @@ def fire_due(queue: Queue, engine: sa.Engine) -> list[Fired]:
         except ScheduleMoved as exc:
             logger.warning("%s; it stays due", exc)
             result = Fired(name, deferred=True)
-        if result.deferred:
-            passed.append(result.name)
+        passed.append(result.name)
         results.append(result)
 
 
@@ -187,8 +190,9 @@ class Firer(threading.Thread):
     at most ``poll_interval``; :data:`DEFER_POLL` while a schedule waits for
     its previous job).  ``on_event`` gets ``schedule_fired`` and
     ``schedule_skipped`` with ``{"queue", "schedule", "count"}``.  A queue
-    declaring no schedules is reconciled (its stored schedules are marked
-    removed) and the thread ends.
+    declaring no schedules is reconciled (the stored schedules of its kinds
+    are marked removed; those of kinds it does not register are left alone)
+    and the thread ends.
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine, stopping: threading.Event, *,

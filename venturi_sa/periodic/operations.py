@@ -1,5 +1,8 @@
 """Operating schedules: list them, pause and resume one, find which fire inserted a job.
 
+``fired_by`` and ``FireInfo`` are :func:`venturi_sa.ops.history.fired_by` and
+:class:`venturi_sa.ops.records.FireInfo`, re-exported here.
+
 Each call runs in its own short transaction on the given engine (see
 :mod:`venturi_sa.ops.transaction`): committed on return, rolled back on any
 error, never the application's session.
@@ -7,27 +10,17 @@ error, never the application's session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 import sqlalchemy as sa
 
 from venturi_sa.errors import VenturiError
 from venturi_sa.models import Models
+from venturi_sa.ops.history import fired_by as fired_by
+from venturi_sa.ops.records import FireInfo as FireInfo
 from venturi_sa.ops.records import ScheduleInfo, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic.timing import at_or_after, parse_spec
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.schedules import FireOfParams, PauseParams
-
-
-@dataclass(frozen=True)
-class FireInfo:
-    """Which schedule and fire time inserted a job, and when (database clock)."""
-
-    schedule: str
-    fire_at: datetime
-    fired_at: datetime
+from venturi_sa.storage.schedules import PauseParams
 
 
 def list_schedules(models: Models, engine: sa.Engine) -> list[ScheduleInfo]:
@@ -53,13 +46,6 @@ def set_paused(models: Models, engine: sa.Engine, name: str, paused: bool) -> No
                 next_at = at_or_after(parse_spec(row.timing, row.tz), now)
         if not backend.set_schedule_paused(session, PauseParams(name=name, paused=paused, next_at=next_at)):
             raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
-
-
-def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:
-    """The schedule and fire time that inserted job ``job_id``; None if a schedule did not."""
-    with short_transaction(models, engine) as session:
-        row = backend_for(models).fire_of(session, FireOfParams(job_id=job_id))
-    return FireInfo(schedule=row.schedule, fire_at=row.fire_at, fired_at=row.fired_at) if row else None
 
 
 __all__ = ["FireInfo", "ScheduleInfo", "fired_by", "list_schedules", "set_paused"]

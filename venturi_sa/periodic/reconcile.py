@@ -9,8 +9,14 @@ revived from now; a stored schedule no longer declared is marked removed:
 it stops firing, is logged, and stays listed (with its fire history) until
 declared again.  Pausing is not part of the definition: a paused schedule
 stays paused.  Commit applies all of it; a rollback or crash none of it.
-Every worker of a queue should declare the same schedules: the last one to
-start decides.
+
+**Authority**: a worker judges only the stored schedules whose kind its
+queue registers.  One whose kind it does not know was declared by code it
+does not run (another service sharing the prefix, a newer release), so it
+is neither changed nor removed; a worker whose registered kinds have no
+stored schedules and which declares none changes nothing.  Among the
+schedules of its kinds, the workers should declare the same ones: the last
+one to start decides.
 """
 
 from __future__ import annotations
@@ -43,11 +49,16 @@ class Reconciled:
 
 
 def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
-    """Make the table match ``queue.schedules`` (see the module docstring); returns what changed."""
+    """Make the stored schedules of ``queue``'s kinds match ``queue.schedules`` (see the module docstring).
+
+    Returns what changed; stored schedules of kinds the queue does not
+    register are left as they are.
+    """
     backend = backend_for(queue.models)
     report = Reconciled()
     with Session(engine.execution_options(isolation_level="READ COMMITTED")) as session, session.begin():
         now = backend.reconcile_lock(session)
+        known = set(queue.registry.kinds)
         rows = {row.name: row for row in backend.schedule_rows(session)}
         insert: list[dict[str, Any]] = []
         update: dict[str, dict[str, Any]] = {}
@@ -69,7 +80,8 @@ def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
             update[schedule.name] = columns
             report.changed.append(schedule.name)
         declared = {schedule.name for schedule in queue.schedules}
-        report.removed.extend(name for name, row in rows.items() if name not in declared and row.removed_at is None)
+        report.removed.extend(name for name, row in rows.items()
+                              if name not in declared and row.removed_at is None and row.kind in known)
         backend.apply_reconcile(session, ReconcileParams(insert=insert, update=update, remove=report.removed))
     for name in report.removed:
         logger.warning("schedule %s of queue %s is no longer declared: it stops firing", name, queue.prefix)

@@ -95,6 +95,10 @@ class Backend(Protocol):
     def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
         """One job's row, without locking it; None if there is no such job."""
 
+    def job_view(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        """One job's row plus ``fire_schedule``, ``fire_at``, ``fired_at`` of the fire that inserted it (NULLs
+        if no schedule did), in one statement without locks; None if there is no such job."""
+
     def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
         """One job's journal, oldest first (empty both for no entries and for no such job)."""
 
@@ -239,6 +243,9 @@ class SqlAlchemyBackend:
 
     def job_row(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
         return history.fetch_job(self.models, runner, params)
+
+    def job_view(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
+        return history.fetch_job_view(self.models, runner, params)
 
     def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
         return history.fetch_journal(self.models, runner, params)

@@ -53,6 +53,19 @@ def job_statement(models: Models, job_id: str) -> sa.Select[Any]:
     return sa.select(*job_columns(models)).where(models.Job.id == job_id)
 
 
+def job_view_statement(models: Models, job_id: str) -> sa.Select[Any]:
+    """The job's row and the schedule fire that inserted it: a primary-key lookup LEFT JOIN ``_fires_job``.
+
+    The fire's columns are labelled ``fire_schedule``, ``fire_at`` and
+    ``fired_at``; all three are NULL for a job no schedule inserted.
+    """
+    jobs, fires = models.jobs_table, models.fires_table
+    return (sa.select(*job_columns(models), fires.c.schedule.label("fire_schedule"),
+                      fires.c.fire_at.label("fire_at"), fires.c.fired_at.label("fired_at"))
+            .select_from(jobs.outerjoin(fires, fires.c.job_id == jobs.c.id))
+            .where(jobs.c.id == job_id))
+
+
 def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
     """A job's journal in ``id`` order; ``_journal_job (job_id, id)`` serves it without a sort."""
     entry = models.JournalEntry
@@ -108,6 +121,11 @@ def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
 def fetch_job(models: Models, runner: Runner, params: JobParams) -> sa.Row[Any] | None:
     """The job's row, or None if there is no such job."""
     return runner.execute(job_statement(models, params.job_id)).first()
+
+
+def fetch_job_view(models: Models, runner: Runner, params: JobParams) -> sa.Row[Any] | None:
+    """The job's row with its fire's columns (see :func:`job_view_statement`), or None if there is no such job."""
+    return runner.execute(job_view_statement(models, params.job_id)).first()
 
 
 def fetch_journal(models: Models, runner: Runner, params: JobParams) -> Sequence[sa.Row[Any]]:
