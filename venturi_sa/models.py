@@ -18,7 +18,7 @@ reports no differences.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
@@ -194,6 +194,21 @@ class CancelRequestBase:
         return f"<CancelRequest {self.job_id} run {self.run_no} by {self.actor}>"
 
 
+class JobTimeoutBase:
+    """Columns of every prefix's ``JobTimeout`` class: one job's own time limit (overrides ``Task.timeout``)."""
+
+    __venturi_prefix__: str
+    job_id: Mapped[str]
+    timeout: Mapped[timedelta]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<JobTimeout {self.job_id} {self.timeout}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -205,6 +220,7 @@ class Models:
     Fire: type[FireRowBase]
     Pause: type[PauseBase]
     CancelRequest: type[CancelRequestBase]
+    JobTimeout: type[JobTimeoutBase]
 
     @property
     def names(self) -> Names:
@@ -235,10 +251,14 @@ class Models:
         return cast(sa.Table, self.CancelRequest.__table__)  # type: ignore[attr-defined]
 
     @property
+    def timeouts_table(self) -> sa.Table:
+        return cast(sa.Table, self.JobTimeout.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table)
+                self.cancels_table, self.timeouts_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -420,6 +440,30 @@ def _cancels_columns() -> dict[str, Any]:
     }
 
 
+def _timeouts_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("job_id", name=conv(n.index("timeouts_pkey"))),
+        sa.CheckConstraint("timeout > interval '0'", name=conv(n.index("timeouts_timeout_check")))
+        .ddl_if(dialect="postgresql"),  # SQLite has no interval literal
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("timeouts_job_id_fkey"))),
+    )
+
+
+def _timeouts_columns() -> dict[str, Any]:
+    return {
+        "job_id": mapped_column(sa.Text),
+        "timeout": mapped_column(sa.Interval, nullable=False),
+    }
+
+
+def _timeout_class(prefix: str, names: Names, base: Any) -> type[JobTimeoutBase]:
+    """The per-job time limits' class (migration v6)."""
+    return type(_class_name(prefix, "JobTimeout"), (JobTimeoutBase, base), {
+        "__tablename__": names.timeouts, "__table_args__": _timeouts_args(names),
+        "__venturi_prefix__": prefix, **_timeouts_columns()})
+
+
 def _control_classes(prefix: str, names: Names, base: Any) -> tuple[type[PauseBase], type[CancelRequestBase]]:
     """The runtime-control tables' classes (migration v5)."""
     pause_ns: dict[str, Any] = {"__tablename__": names.pauses, "__table_args__": _pauses_args(names),
@@ -441,7 +485,7 @@ def _foreign_metadata(base: Any) -> sa.MetaData | None:
 
 
 def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.MetaData | None = None) -> Models:
-    """Return the mapped ``Job``, ``JournalEntry``, ``Schedule`` and ``Fire`` classes for ``prefix``.
+    """Return the mapped classes of ``prefix``'s tables (``Job``, ``JournalEntry`` and the feature tables).
 
     With ``base`` (the application's declarative base) the tables join the
     application's ``MetaData``, so its Alembic autogenerate sees them.  A
@@ -499,6 +543,6 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         "__venturi_prefix__": prefix, **_fire_columns()})
     pause_cls, cancel_cls = _control_classes(prefix, names, base)
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
-                    Pause=pause_cls, CancelRequest=cancel_cls)
+                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=_timeout_class(prefix, names, base))
     registry[prefix] = models
     return models

@@ -75,6 +75,7 @@ def _normalizer(prefix: str) -> Callable[[Any], Any]:
 SEED_TABLES = ("jobs", "journal")
 PERIODIC_TABLES = ("schedules", "fires")  # migration v4
 CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
+TIMEOUT_TABLES = ("timeouts",)  # migration v6: per-job time limits
 
 
 def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,

@@ -72,4 +72,5 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
         alembic_venturi.check_current(engine, prefix)
     models.pauses_table.create(engine)
     models.cancels_table.create(engine)
+    models.timeouts_table.create(engine)  # v6's
     alembic_venturi.check_current(engine, prefix)
