@@ -87,6 +87,8 @@ class JobBase:
     dedup_key: Mapped[str | None]
 
     if TYPE_CHECKING:
+        time_limit: Mapped[JobTimeoutBase | None]
+        """The job's own time limit row (``<prefix>_timeouts``), saved with the job; None: its task's."""
 
         def __init__(self, **columns: Any) -> None: ...
 
@@ -520,11 +522,14 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         base = _private_base()
     else:
         setattr(base, _ON_BASE, registry)
+    timeout_cls = _timeout_class(prefix, names, base)
     job_ns: dict[str, Any] = {
         "__tablename__": names.jobs,
         "__table_args__": _jobs_args(names),
         "__venturi_prefix__": prefix,
         **_job_columns(),
+        # saved with a new job (queue.job(..., timeout=)); deleted by the database's ON DELETE CASCADE
+        "time_limit": relationship(timeout_cls, uselist=False, passive_deletes=True),
     }
     job_cls = type(_class_name(prefix, "Job"), (JobBase, base), job_ns)
     journal_ns: dict[str, Any] = {
@@ -543,6 +548,6 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         "__venturi_prefix__": prefix, **_fire_columns()})
     pause_cls, cancel_cls = _control_classes(prefix, names, base)
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
-                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=_timeout_class(prefix, names, base))
+                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls)
     registry[prefix] = models
     return models

@@ -41,12 +41,17 @@ class Reason:
 
 @dataclass(frozen=True)
 class Explanation:
-    """The job's status and the reasons it is (not) running, most decisive first."""
+    """The job's status and the reasons it is (not) running, most decisive first.
+
+    ``timeout`` is the job's own time limit (an enqueue's ``timeout=``), None
+    if its task's ``Task.timeout`` applies.
+    """
 
     job_id: str
     kind: str
     status: str
     reasons: list[Reason] = field(default_factory=list)
+    timeout: timedelta | None = None
 
     @property
     def codes(self) -> list[str]:
@@ -54,11 +59,13 @@ class Explanation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "kind": self.kind, "status": self.status,
-                "reasons": [r.as_dict() for r in self.reasons]}
+                "reasons": [r.as_dict() for r in self.reasons], "timeout": jsonable(self.timeout)}
 
     def __str__(self) -> str:
         head = f"job {self.job_id} ({self.kind}) is {self.status}"
-        return "\n".join([head, *(f"  - {r.text}" for r in self.reasons)])
+        limit = [] if self.timeout is None else [
+            f"  time limit: {self.timeout.total_seconds():g}s (set at enqueue; overrides Task.timeout)"]
+        return "\n".join([head, *(f"  - {r.text}" for r in self.reasons), *limit])
 
 
 def explain(models: Models, engine: sa.Engine, job_id: str,
@@ -69,7 +76,8 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window))
+    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window),
+                       timeout=facts.timeout)
 
 
 def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:

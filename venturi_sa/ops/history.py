@@ -38,12 +38,14 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
 
 
 def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
-    """The job's current row; raises ``JobNotFound`` if there is none."""
+    """The job's current row and its own time limit; raises ``JobNotFound`` if there is none."""
+    backend = backend_for(models)
     with short_transaction(models, engine) as session:
-        row = backend_for(models).job_row(session, JobParams(job_id=job_id))
+        row = backend.job_row(session, JobParams(job_id=job_id))
+        timeout = backend.timeout_of(session, job_id) if row is not None else None
     if row is None:
         raise job_not_found(models, job_id)
-    return JobInfo(**row._mapping)
+    return JobInfo(**row._mapping, timeout=timeout)
 
 
 def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]:

@@ -26,7 +26,12 @@ def jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """A snapshot of one ``<prefix>_jobs`` row."""
+    """A snapshot of one ``<prefix>_jobs`` row.
+
+    ``timeout`` is the job's own time limit (an enqueue's ``timeout=``,
+    from ``<prefix>_timeouts``), read by :meth:`~venturi_sa.Queue.get_job`;
+    None when it has none (its task's ``Task.timeout`` applies) and in listings.
+    """
 
     id: str
     kind: str
@@ -42,9 +47,10 @@ class JobInfo:
     failure_count: int
     carry: Any
     dedup_key: str | None
+    timeout: timedelta | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly: times as ISO 8601 strings."""
+        """JSON-friendly: times as ISO 8601 strings, ``timeout`` in seconds."""
         return {k: jsonable(v) for k, v in asdict(self).items()}
 
 

@@ -33,6 +33,7 @@ from venturi_sa.storage import (
     outcomes,
     schedules,
     stats,
+    timeouts,
 )
 from venturi_sa.storage.params import (
     ClaimedJob,
@@ -165,6 +166,12 @@ class Backend(Protocol):
 
     def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
         """Lock the job and, if it is pending, change it and journal the change."""
+
+    def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
+        """Give new jobs of this transaction their own time limit (overriding ``Task.timeout``)."""
+
+    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
+        """A job's own time limit; None if it has none (it uses its task's ``timeout``)."""
 
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         """The facts ``explain`` turns into reasons (read-only)."""
@@ -305,6 +312,12 @@ class SqlAlchemyBackend:
 
     def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
         return control.edit(self.models, runner, params)
+
+    def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
+        timeouts.set_timeouts(self.models, runner, params)
+
+    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
+        return timeouts.timeout_of(self.models, runner, job_id)
 
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         return control.explain_facts(self.models, runner, job_id, activity_window=activity_window)

@@ -11,6 +11,7 @@ from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage.control import claimable_kinds
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
+from venturi_sa.storage.timeouts import own_timeout
 
 
 def _lease_expr(models: Models, params: ClaimParams) -> Any:
@@ -123,6 +124,7 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
                    job.run_count, job.failure_count,
                    sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
                    _next_visible(models, params).label("next_visible"),
+                   own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6): a PK probe per row
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
     )
@@ -142,7 +144,7 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id, waited=float(r.waited),
+                   claimed_by=params.worker_id, waited=float(r.waited), timeout=r.timeout,
                    next_visible=None if r.next_visible is None else max(0.0, float(r.next_visible)))
         for r in rows
     ]
