@@ -129,9 +129,11 @@ def _pause_line(p: PauseInfo) -> str:
 @click.argument("kind", metavar="KIND")
 def pause(dsn: str | None, prefix: str, as_json: bool, actor: str, reason: str, until: datetime | None,
           delay: timedelta | None, kind: str) -> None:
-    """Stop every worker from claiming jobs of KIND ("*": every kind); running jobs finish.
+    """Stop every worker from claiming jobs of KIND; running jobs finish.
 
-    Persisted: it holds across worker restarts until `venturi resume KIND` or --until/--for.
+    KIND may be a pattern: "reports.*" pauses every kind starting with
+    "reports.", "*" every kind (quote it for the shell).  Persisted: it holds
+    across worker restarts until `venturi resume KIND` or --until/--for.
     """
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
@@ -147,7 +149,7 @@ def pause(dsn: str | None, prefix: str, as_json: bool, actor: str, reason: str, 
 @actor_option
 @click.argument("kind", metavar="KIND")
 def resume(dsn: str | None, prefix: str, as_json: bool, actor: str, kind: str) -> None:
-    """End KIND's pause now; idle workers are woken."""
+    """End KIND's pause now (a pattern's pause: give the same pattern); idle workers are woken."""
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         info = queue.resume(engine, kind, actor=actor)

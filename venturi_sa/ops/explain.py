@@ -3,9 +3,11 @@
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
 so every fact comes from one snapshot) and changes nothing.  Each reason is
 a code plus a sentence: for a pending job any of ``scheduled``,
-``backoff``, ``paused``, ``no_worker`` (no job of its kind is claimed now
-or finished within ``activity_window``, and this job's own last run is older:
-a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a claim takes first) and ``eligible``;
+``backoff``, ``paused`` (by the kind's own pause, a kind pattern or the
+whole queue's), ``no_worker`` (no job of its kind is claimed now or
+finished within ``activity_window``, and this job's own last run is older:
+a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
+claim takes first) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -121,7 +123,11 @@ def _pending(facts: ExplainFacts, window: timedelta) -> list[Reason]:
             reasons.append(Reason("scheduled", f"scheduled for {job.visible_at.isoformat()}", until=job.visible_at))
     if facts.pause is not None:
         pause = facts.pause
-        what = "the whole queue is paused" if pause.kind == ALL_KINDS else f"kind {job.kind!r} is paused"
+        what = f"kind {job.kind!r} is paused"
+        if pause.kind == ALL_KINDS:
+            what = "the whole queue is paused"
+        elif pause.kind != job.kind:
+            what = f"kind {job.kind!r} is paused by the pattern {pause.kind!r}"
         until = f" until {pause.resume_at.isoformat()}" if pause.resume_at is not None else " until resumed"
         reasons.append(Reason("paused", f"{what} by {pause.actor} since {pause.paused_at.isoformat()}"
                                         f" ({pause.reason or 'no reason given'}){until}", until=pause.resume_at))

@@ -158,6 +158,9 @@ class Backend(Protocol):
     def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
         """Pause rows, newest first: those in force, or the whole record."""
 
+    def pause_of(self, runner: Runner, kind: str) -> sa.Row[Any] | None:
+        """The pause in force holding ``kind`` (its own, else the most specific pattern); None if none."""
+
     def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
         """Lock the job: a pending one ends dead (journaled), a claimed one gets a durable cancel request."""
 
@@ -303,6 +306,9 @@ class SqlAlchemyBackend:
 
     def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
         return control.pauses(self.models, runner, in_force_only=in_force_only)
+
+    def pause_of(self, runner: Runner, kind: str) -> sa.Row[Any] | None:
+        return control.pause_of(self.models, runner, kind)
 
     def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
         return control.cancel(self.models, runner, params)

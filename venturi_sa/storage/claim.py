@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -166,11 +167,19 @@ def seconds_until_visible(models: Models, session: Runner, params: SoonestParams
     return None if value is None else max(0.0, float(value))
 
 
-def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams) -> str:
-    """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards)."""
+def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams, *, analyze: bool = False) -> str:
+    """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards).
+
+    With ``analyze``, the claim runs (``EXPLAIN (ANALYZE, FORMAT JSON)``) and the
+    plan, as JSON, carries each node's actual loops: roll back to undo the claim.
+    """
     stmt = _build(models, params, params.limit, params.worker_id, literal_caps=True)
     compiled = stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
-    rows = connection.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
+    verb = "EXPLAIN (ANALYZE, FORMAT JSON) " if analyze else "EXPLAIN "
+    rows = connection.exec_driver_sql(verb + str(compiled), compiled.params)
+    if analyze:
+        plan = rows.scalar_one()  # drivers parse the json column, or hand over its text
+        return plan if isinstance(plan, str) else json.dumps(plan)
     return "\n".join(str(row[0]) for row in rows)
 
 

@@ -28,7 +28,9 @@ from venturi_sa.storage.params import Runner
 from venturi_sa.storage.timeouts import timeout_of
 
 ALL_KINDS = "*"
-"""The pause ``kind`` that pauses every kind of the queue."""
+"""The pause ``kind`` that pauses every kind of the queue (the kind pattern with an empty prefix)."""
+PATTERN_MARK = "*"
+"""A pause ``kind`` ending in this is a pattern: it pauses every kind starting with what precedes it."""
 CANCEL_PAYLOAD = "venturi:cancel"
 """The ``NOTIFY`` payload that asks listening workers to renew (and so read cancel requests) now."""
 
@@ -40,26 +42,44 @@ def _in_force(models: Models) -> Any:
                    sa.or_(pause.resume_at.is_(None), pause.resume_at > sa.func.now()))
 
 
+def _covers(models: Models, kind: Any) -> Any:
+    """Whether a pause row holds ``kind``: it names that kind, or it is a pattern ``kind`` starts with.
+
+    A pattern is the pause ``kind`` minus its trailing ``*`` (``'*'`` itself
+    is the empty prefix: every kind).  ``starts_with`` compares the prefix
+    literally, so the ``_`` that kinds often contain is no wildcard (as it
+    would be in ``LIKE``) and nothing needs escaping.
+    """
+    pause = models.Pause
+    pattern = sa.and_(sa.func.right(pause.kind, 1) == PATTERN_MARK,
+                      sa.func.starts_with(kind, sa.func.left(pause.kind, -1)))
+    return sa.or_(pause.kind == kind, pattern)
+
+
 def claimable_kinds(models: Models, kinds: Sequence[str]) -> Any:
     """The claim's paused-kind filter: ``kind = ANY(ARRAY(those of kinds not paused))``.
 
     The array is an uncorrelated InitPlan over the few open pause rows (a
-    ``'*'`` pause empties it), run once per statement, so a pause holds from
-    every worker's next claim.  Beside the claim's own constant kind list it
+    pause of the kind itself, or of a pattern it starts with; ``'*'``
+    empties it), run once per statement, so a pause holds from every
+    worker's next claim.  Beside the claim's own constant kind list it
     leaves the index scan and the planner's row estimate as they were (a
     ``NOT IN (paused)`` filter would halve the estimate and tilt small tables
     to a sort).
     """
-    pause = models.Pause
     listed = sa.union_all(*(sa.select(sa.literal(kind, sa.Text).label("k")) for kind in kinds)).subquery("wanted")
-    blocked = sa.exists().where(_in_force(models), sa.or_(pause.kind == listed.c.k, pause.kind == ALL_KINDS))
+    blocked = sa.exists().where(_in_force(models), _covers(models, listed.c.k))
     allowed = sa.select(listed.c.k).where(~blocked)
     return models.Job.kind == sa.any_(sa.func.ARRAY(allowed.scalar_subquery()))
 
 
 @dataclass(frozen=True, kw_only=True)
 class PauseParams:
-    """Pause ``kind`` (``'*'``: every kind) until resumed or until ``until`` (absolute) / ``delay``."""
+    """Pause ``kind`` until resumed or until ``until`` (absolute) / ``delay``.
+
+    ``kind`` is a kind, or a pattern ending in ``*``: ``'reports.*'`` holds
+    every kind starting with ``reports.``, ``'*'`` every kind.
+    """
 
     kind: str
     actor: str
@@ -131,11 +151,11 @@ def pauses(models: Models, runner: Runner, *, in_force_only: bool = True, limit:
 
 
 def pause_of(models: Models, runner: Runner, kind: str) -> sa.Row[Any] | None:
-    """The pause in force for ``kind`` (its own, else the whole queue's), or None."""
+    """The pause in force that holds ``kind``: its own, else the longest pattern it starts with (``'*'`` last)."""
     pause = models.Pause
     return runner.execute(
-        sa.select(*_pause_columns(models)).where(_in_force(models), pause.kind.in_([kind, ALL_KINDS]))
-        .order_by((pause.kind == ALL_KINDS).asc()).limit(1)
+        sa.select(*_pause_columns(models)).where(_in_force(models), _covers(models, sa.literal(kind, sa.Text)))
+        .order_by((pause.kind == kind).desc(), sa.func.length(pause.kind).desc()).limit(1)
     ).first()
 
 
