@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -33,6 +33,7 @@ from venturi_sa.prefix import Names
 from venturi_sa.states import OUTCOMES, STATUSES, Status
 
 NORMAL_PRIORITY = 1
+T = TypeVar("T")
 
 
 def new_job_id() -> str:
@@ -459,21 +460,11 @@ def _timeouts_columns() -> dict[str, Any]:
     }
 
 
-def _timeout_class(prefix: str, names: Names, base: Any) -> type[JobTimeoutBase]:
-    """The per-job time limits' class (migration v6)."""
-    return type(_class_name(prefix, "JobTimeout"), (JobTimeoutBase, base), {
-        "__tablename__": names.timeouts, "__table_args__": _timeouts_args(names),
-        "__venturi_prefix__": prefix, **_timeouts_columns()})
-
-
-def _control_classes(prefix: str, names: Names, base: Any) -> tuple[type[PauseBase], type[CancelRequestBase]]:
-    """The runtime-control tables' classes (migration v5)."""
-    pause_ns: dict[str, Any] = {"__tablename__": names.pauses, "__table_args__": _pauses_args(names),
-                                "__venturi_prefix__": prefix, **_pauses_columns()}
-    cancel_ns: dict[str, Any] = {"__tablename__": names.cancels, "__table_args__": _cancels_args(names),
-                                 "__venturi_prefix__": prefix, **_cancels_columns()}
-    return (type(_class_name(prefix, "Pause"), (PauseBase, base), pause_ns),
-            type(_class_name(prefix, "CancelRequest"), (CancelRequestBase, base), cancel_ns))
+def _table_class(prefix: str, base: Any, mixin: type[T], name: str, table: str, args: tuple[Any, ...],
+                 namespace: dict[str, Any]) -> type[T]:
+    """The mapped class ``<Prefix><name>_<prefix>`` of ``table``: ``mixin`` (its typing aid) on ``base``."""
+    body = {"__tablename__": table, "__table_args__": args, "__venturi_prefix__": prefix, **namespace}
+    return cast("type[T]", type(_class_name(prefix, name), (mixin, base), body))
 
 
 def _foreign_metadata(base: Any) -> sa.MetaData | None:
@@ -522,31 +513,21 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         base = _private_base()
     else:
         setattr(base, _ON_BASE, registry)
-    timeout_cls = _timeout_class(prefix, names, base)
-    job_ns: dict[str, Any] = {
-        "__tablename__": names.jobs,
-        "__table_args__": _jobs_args(names),
-        "__venturi_prefix__": prefix,
+    n = names
+    timeout_cls = _table_class(prefix, base, JobTimeoutBase, "JobTimeout", n.timeouts, _timeouts_args(n),
+                               _timeouts_columns())
+    job_cls = _table_class(prefix, base, JobBase, "Job", n.jobs, _jobs_args(n), {
         **_job_columns(),
         # saved with a new job (queue.job(..., timeout=)); deleted by the database's ON DELETE CASCADE
-        "time_limit": relationship(timeout_cls, uselist=False, passive_deletes=True),
-    }
-    job_cls = type(_class_name(prefix, "Job"), (JobBase, base), job_ns)
-    journal_ns: dict[str, Any] = {
-        "__tablename__": names.journal,
-        "__table_args__": _journal_args(names),
-        "__venturi_prefix__": prefix,
-        **_journal_columns(),
-        "job": relationship(job_cls, viewonly=True),
-    }
-    journal_cls = type(_class_name(prefix, "JournalEntry"), (JournalEntryBase, base), journal_ns)
-    schedule_cls = type(_class_name(prefix, "Schedule"), (ScheduleRowBase, base), {
-        "__tablename__": names.schedules, "__table_args__": _schedules_args(names),
-        "__venturi_prefix__": prefix, **_schedule_columns()})
-    fire_cls = type(_class_name(prefix, "Fire"), (FireRowBase, base), {
-        "__tablename__": names.fires, "__table_args__": _fires_args(names),
-        "__venturi_prefix__": prefix, **_fire_columns()})
-    pause_cls, cancel_cls = _control_classes(prefix, names, base)
+        "time_limit": relationship(timeout_cls, uselist=False, passive_deletes=True)})
+    journal_cls = _table_class(prefix, base, JournalEntryBase, "JournalEntry", n.journal, _journal_args(n),
+                               {**_journal_columns(), "job": relationship(job_cls, viewonly=True)})
+    schedule_cls = _table_class(prefix, base, ScheduleRowBase, "Schedule", n.schedules, _schedules_args(n),
+                                _schedule_columns())
+    fire_cls = _table_class(prefix, base, FireRowBase, "Fire", n.fires, _fires_args(n), _fire_columns())
+    pause_cls = _table_class(prefix, base, PauseBase, "Pause", n.pauses, _pauses_args(n), _pauses_columns())
+    cancel_cls = _table_class(prefix, base, CancelRequestBase, "CancelRequest", n.cancels, _cancels_args(n),
+                              _cancels_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls)
     registry[prefix] = models

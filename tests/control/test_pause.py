@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from threading import Event
 from typing import Any
 
 import control_app
 import pytest
 import sqlalchemy as sa
-from control_kit import side
+from control_kit import noop_tasks, side, watched
 from marshmallow import Schema, fields
-from queue_kit import drain, running, wait_until
-from worker_kit import WAIT, Events, enqueue, job_row
+from queue_kit import drain, wait_until
+from worker_kit import WAIT, enqueue, job_row
 
-from venturi_sa import JobContext, Queue, Task, Worker
+from venturi_sa import JobContext, Queue, Task
 from venturi_sa.errors import InvalidOption, InvalidTransition
 from venturi_sa.storage.claim import explain_claim
 from venturi_sa.storage.params import ClaimParams
@@ -29,7 +29,7 @@ class WaitPayload(Schema):
     wait = fields.Boolean(load_default=False)
 
 
-def make_queue(models: Any, gate: threading.Event | None = None) -> Queue:
+def make_queue(models: Any, gate: Event | None = None) -> Queue:
     class A(Task):
         KIND = "a"
         Payload = WaitPayload
@@ -38,13 +38,7 @@ def make_queue(models: Any, gate: threading.Event | None = None) -> Queue:
             if gate is not None and self.payload.get("wait"):
                 assert gate.wait(WAIT)
 
-    class B(Task):
-        KIND = "b"
-
-        def run(self, ctx: JobContext) -> None:
-            pass
-
-    return Queue(models, [A, B])
+    return Queue(models, [A, *noop_tasks("b")])
 
 
 def statuses(engine: sa.Engine, models: Any, ids: list[str]) -> list[str]:
@@ -95,18 +89,15 @@ def test_a_pause_with_an_end_resumes_by_itself(engine: sa.Engine, models: Any) -
     assert info.resume_at is not None
     [job_id] = enqueue(engine, queue, queue.registry.get("a")())
     assert drain(queue, engine) == 0
-    events = Events()
-    with running(Worker(queue, engine, poll_interval=0.2, on_event=events)):
-        at, _ = events.wait_for("finished", job_id=job_id)
+    with watched(queue, engine) as events:
+        events.wait_for("finished", job_id=job_id)
     assert job_row(engine, models, job_id).finished_at >= info.resume_at
     assert queue.pauses(engine) == []
 
 
-def test_in_flight_runs_finish_when_their_kind_is_paused(engine: sa.Engine, models: Any) -> None:
-    gate = threading.Event()
+def test_in_flight_runs_finish_when_their_kind_is_paused(engine: sa.Engine, models: Any, gate: Event) -> None:
     queue = make_queue(models, gate)
-    events = Events()
-    with running(Worker(queue, engine, concurrency=2, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine, concurrency=2) as events:
         [first] = enqueue(engine, queue, queue.registry.get("a")(wait=True))
         events.wait_for("claimed", job_id=first)
         queue.pause(engine, "a", reason="drain")
@@ -155,18 +146,12 @@ def wait_for_rows(engine: sa.Engine, prefix: str, job_id: str, table: str = "sid
     wait_until(lambda: side(engine, prefix, table, job_id), what=f"a {table} row of {job_id}")
 
 
-def kinds_queue(models: Any, *kinds: str) -> Queue:
-    """A queue of do-nothing tasks of ``kinds``."""
-    return Queue(models, [type(f"Kind{i}", (Task,), {"KIND": kind, "run": lambda self, ctx: None})
-                          for i, kind in enumerate(kinds)])
-
-
 KINDS = ("reports.daily", "reports.weekly", "reportsx", "rep_rt.a", "repXrt.a", "mail")
 
 
 def test_a_kind_pattern_pauses_every_kind_it_starts_and_coexists_with_exact_pauses(
         engine: sa.Engine, models: Any) -> None:
-    queue = kinds_queue(models, *KINDS)
+    queue = Queue(models, noop_tasks(*KINDS))
     jobs = dict(zip(KINDS, enqueue(engine, queue, *(queue.registry.get(k)() for k in KINDS)), strict=True))
     queue.pause(engine, "reports.*", reason="bad report deploy", actor="ops")
     queue.pause(engine, "reports.daily", reason="its own reason", actor="ops")
@@ -188,7 +173,7 @@ def test_a_kind_pattern_pauses_every_kind_it_starts_and_coexists_with_exact_paus
 
 
 def test_kind_patterns_are_checked_before_anything_is_written(engine: sa.Engine, models: Any) -> None:
-    queue = kinds_queue(models, "a")
+    queue = Queue(models, noop_tasks("a"))
     for bad in ("a*b", "**", "reports.**", "*reports", "re*ports.*"):
         with pytest.raises(InvalidOption, match=f"kind pattern '{re.escape(bad)}': '[*]' may only end it"):
             queue.pause(engine, bad, reason="x")
@@ -207,7 +192,7 @@ def test_the_claim_reads_the_pauses_once_per_claim(engine: sa.Engine, models: An
         conn.execute(sa.insert(jobs), [{"id": f"{n:026d}", "kind": f"k{n % 4}", "payload": {},
                                         "priority": n % 3} for n in range(20000)])
         conn.execute(sa.text(f"ANALYZE {jobs.name}"))
-    queue = kinds_queue(models)
+    queue = Queue(models)
     for kind in ("k1", "k*", "other.*", "xy"):
         queue.pause(engine, kind, reason="plan")
     queue.resume(engine, "k*")  # k1 stays paused by its own pause: the claim takes k2 jobs only

@@ -3,8 +3,9 @@
 Every verb runs in the caller's transaction and never commits.  A row a verb
 changes is locked first (``SELECT … FOR UPDATE``), its status checked, and
 the change written with the expected status repeated in the ``WHERE``
-clause, so a worker's fenced outcome write and an operator action on the
-same job serialize: exactly one of them wins.  Per-job actions append one
+clause together with its journal row (:func:`~venturi_sa.storage.admin.guarded_write`,
+shared with the admin actions), so a worker's fenced outcome write and an
+operator action on the same job serialize: exactly one of them wins.  Per-job actions append one
 journal row naming the actor; pauses are their own durable record in
 ``<prefix>_pauses`` (a resume closes the row, it never deletes it).
 """
@@ -22,7 +23,7 @@ from sqlalchemy.dialects import postgresql
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage import drivers
-from venturi_sa.storage.admin import lock_statement
+from venturi_sa.storage.admin import guarded_write, lock_statement
 from venturi_sa.storage.history import job_columns
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.timeouts import timeout_of
@@ -216,18 +217,11 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
 def _end_now(models: Models, runner: Runner, params: CancelParams, status: Status,
              why: str | None = None) -> sa.Row[Any] | None:
     """``status`` -> ``dead`` now, journaled ``dead`` with the cancel note; None if the status guard failed."""
-    job = models.Job
-    row = runner.execute(
-        sa.update(job).where(job.id == params.job_id, job.status == status.value)
-        .values(status=Status.DEAD.value, finished_at=sa.func.clock_timestamp(), claimed_by=None,
-                claim_expires_at=None)
-        .returning(*job_columns(models))
-        .execution_options(synchronize_session=False)
-    ).first()
-    if row is not None:
-        note = cancel_note(params.actor, params.note)
-        _journal(models, runner, row, Outcome.DEAD, f"{note} ({why})" if why else note)
-    return row
+    note = cancel_note(params.actor, params.note)
+    values = {"status": Status.DEAD.value, "finished_at": sa.func.clock_timestamp(), "claimed_by": None,
+              "claim_expires_at": None}
+    return guarded_write(models, runner, params.job_id, status, values, Outcome.DEAD,
+                         f"{note} ({why})" if why else note)
 
 
 def clear_cancel(models: Models, runner: Runner, job_id: str) -> None:
@@ -278,7 +272,6 @@ def edit(models: Models, runner: Runner, params: EditParams) -> EditResult:
     current = runner.execute(lock_statement(models, params.job_id)).first()
     if current is None or current.status != Status.PENDING.value:
         return EditResult(job=current)
-    job = models.Job
     values: dict[str, Any] = {}
     if params.priority is not None:
         values["priority"] = params.priority
@@ -290,23 +283,14 @@ def edit(models: Models, runner: Runner, params: EditParams) -> EditResult:
         values["visible_at"] = params.visible_at
     if params.set_payload:
         values["payload"] = sa.cast(sa.literal(params.payload, postgresql.JSONB), postgresql.JSONB)
-    row = runner.execute(
-        sa.update(job).where(job.id == params.job_id, job.status == Status.PENDING.value).values(values)
-        .returning(*job_columns(models)).execution_options(synchronize_session=False)
-    ).first()
-    if row is None:
-        return EditResult(job=current)
     what = "; ".join(params.changes) or "no change"
     note = f"edited by {params.actor}: {what}" + (f" ({params.note})" if params.note else "")
-    _journal(models, runner, row, Outcome.RELEASED, note)
+    row = guarded_write(models, runner, params.job_id, Status.PENDING, values, Outcome.RELEASED, note)
+    if row is None:
+        return EditResult(job=current)
     if params.visible_now or params.delay is not None or params.visible_at is not None:
         runner.execute(drivers.notify_statement(models.names.channel, row.kind))
     return EditResult(job=row, applied=True)
-
-
-def _journal(models: Models, runner: Runner, row: sa.Row[Any], outcome: Outcome, note: str) -> None:
-    runner.execute(sa.insert(models.JournalEntry).values(
-        job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=outcome.value, note=note, attachment=None))
 
 
 # -- explain ---------------------------------------------------------------------------------------
