@@ -187,8 +187,8 @@ def enqueue_many(
     returned job is then that existing job).  ``delay`` counts from this call,
     on the database clock.  ``timeout`` (a positive timedelta) is the new
     jobs' own time limit, overriding their task's ``timeout`` (a coalesced
-    task leaves its target's limit as it was).  Nothing is committed: the caller's commit
-    publishes the jobs and wakes workers; rollback discards them.  Raises
+    task leaves its target's limit as it was).  Nothing is committed: the
+    caller's commit publishes the jobs and wakes workers; rollback discards them.  Raises
     ``InvalidPayload``/``InvalidOption``/``UnknownKind`` (and
     ``UnsupportedIsolation`` for a dedup task outside READ COMMITTED) with
     nothing added to or changed in the session.
@@ -237,9 +237,9 @@ def build_job(models: Models, registry: Registry, task: Task, *, priority: objec
 
     Validated exactly as :func:`enqueue_many` validates (kind, payload,
     priority, delay/run_at, timeout); a ``timeout`` rides along as the job's
-    ``time_limit`` row, inserted by the same flush.  Its times come from the database clock at its
-    INSERT.  A task with a dedup key is refused: its merge needs the session,
-    so it must go through ``queue.enqueue``.
+    ``time_limit`` row, inserted by the same flush.  Its times come from the
+    database clock at its INSERT.  A task with a dedup key is refused: its
+    merge needs the session, so it must go through ``queue.enqueue``.
     """
     when = When.check(delay, run_at)
     p = _prepare(registry, task, priority)

@@ -3,11 +3,12 @@
 Every verb runs in the caller's transaction and never commits.  A row a verb
 changes is locked first (``SELECT … FOR UPDATE``), its status checked, and
 the change written with the expected status repeated in the ``WHERE``
-clause together with its journal row (:func:`~venturi_sa.storage.admin.guarded_write`,
+clause together with its journal row (``storage.admin.guarded_write``,
 shared with the admin actions), so a worker's fenced outcome write and an
-operator action on the same job serialize: exactly one of them wins.  Per-job actions append one
-journal row naming the actor; pauses are their own durable record in
-``<prefix>_pauses`` (a resume closes the row, it never deletes it).
+operator action on the same job serialize: exactly one of them wins.
+Per-job actions append one journal row naming the actor; pauses are their
+own durable record in ``<prefix>_pauses`` (a resume closes the row, it
+never deletes it).
 """
 
 from __future__ import annotations
