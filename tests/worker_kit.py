@@ -21,6 +21,19 @@ from venturi_sa.storage.params import ClaimParams, RecoverParams
 WAIT = 20.0  # seconds an awaited event gets before the test fails
 
 
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition",
+               every: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy (and return that); fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
 class Events:
     """An ``on_event`` hook that records events and lets a test wait for one.
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -18,6 +17,7 @@ import sqlalchemy as sa
 from factories import factories_for
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+from worker_kit import wait_until
 
 from venturi_sa import errors
 from venturi_sa.models import new_job_id
@@ -38,14 +38,6 @@ WAIT = 20.0
 
 def new_job(kind: str = "k", n: int = 0, dedup_key: str | None = None) -> NewJob:
     return NewJob(id=new_job_id(), kind=kind, payload={"n": n}, priority=1, dedup_key=dedup_key)
-
-
-def wait_until(predicate: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def try_lock(engine: sa.Engine, key: int) -> bool:
@@ -157,7 +149,7 @@ def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Eng
         thread = threading.Thread(target=second)
         thread.start()
         with engine.connect() as watcher:
-            wait_until(lambda: watcher.execute(waiting).scalar_one() == 1, "the second session to wait")
+            wait_until(lambda: watcher.execute(waiting).scalar_one() == 1, what="the second session to wait")
         assert not done.is_set()
         first.commit()
     thread.join(WAIT)

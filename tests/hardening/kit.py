@@ -9,7 +9,6 @@ worker attribute is used.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +19,7 @@ from worker_kit import Events as Events  # re-exported for the tests of this tie
 from worker_kit import enqueue as enqueue
 from worker_kit import job_row as job_row
 from worker_kit import journal as journal
+from worker_kit import wait_until as _wait_until
 
 from venturi_sa import Models, Worker
 
@@ -56,15 +56,8 @@ def rows(engine: sa.Engine, sql: str, **params: Any) -> list[sa.Row[Any]]:
 
 def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition",
                every: float = 0.02) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
+    """``worker_kit.wait_until`` with this tier's default timeout."""
+    return _wait_until(predicate, timeout, what, every)
 
 
 def settled(engine: sa.Engine, models: Models, job_id: str, timeout: float = WAIT,

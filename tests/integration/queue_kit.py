@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,6 +12,7 @@ from worker_kit import enqueue as enqueue
 from worker_kit import job_row as job_row
 from worker_kit import journal as journal
 from worker_kit import running as running
+from worker_kit import wait_until as wait_until
 
 from venturi_sa import Models, Queue, Worker
 
@@ -40,20 +40,6 @@ def drain(queue: Queue, engine: sa.Engine, **options: Any) -> int:
     options.setdefault("concurrency", 4)
     options.setdefault("poll_interval", 0.2)
     return Worker(queue, engine, **options).run_until_idle()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 
 
 def side_table(engine: sa.Engine, prefix: str) -> str:

@@ -6,14 +6,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from worker_kit import wait_until
 
 from venturi_sa import Queue
 
@@ -22,14 +21,7 @@ FAULT_APP = Path(__file__).resolve().parent / "fault_app.py"
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
     """Poll ``condition`` until it returns something truthy; fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
+    return wait_until(condition, timeout, what, every)
 
 
 class WorkerProc:
