@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from importlib import resources
 
-from alembic import op
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -64,6 +63,8 @@ def apply_body(name: str) -> None:
     carries the prefix).  Online, the body joins the migration's transaction
     and commits or rolls back with it.
     """
+    from alembic import op  # the running migration's: imported when one runs
+
     context = op.get_context()
     config = context.config
     if config is None or PREFIX_ATTRIBUTE not in config.attributes:

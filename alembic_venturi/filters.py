@@ -24,11 +24,14 @@ project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from alembic.runtime.environment import NameFilterParentNames, NameFilterType
 from sqlalchemy.sql.schema import SchemaItem
 
 from venturi_sa.prefix import Names
+
+if TYPE_CHECKING:
+    from alembic.runtime.environment import NameFilterParentNames, NameFilterType
 
 
 @dataclass(frozen=True)

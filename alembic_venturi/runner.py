@@ -16,18 +16,18 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from alembic_venturi.bodies import CONNECTION_ATTRIBUTE, PREFIX_ATTRIBUTE
 from venturi_sa.errors import SchemaNotMigrated, VenturiError
 from venturi_sa.prefix import Names
+
+if TYPE_CHECKING:  # Alembic itself is imported where a migration or a check runs, not at import
+    from alembic.config import Config
 
 HEAD = "v6"
 REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6")
@@ -81,6 +81,8 @@ def _connection(bind_or_url: Bind) -> Iterator[Connection]:
 
 def _config(names: Names, connection: Connection | None = None,
             output: io.StringIO | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config(output_buffer=output)
     config.set_main_option("script_location", SCRIPT_LOCATION.replace("%", "%%"))
     config.attributes[PREFIX_ATTRIBUTE] = names.prefix
@@ -90,6 +92,8 @@ def _config(names: Names, connection: Connection | None = None,
 
 
 def _revision_of(connection: Connection, names: Names) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"version_table": names.version_table})
     return context.get_current_revision()
 
@@ -131,6 +135,8 @@ def upgrade(bind_or_url: Bind, prefix: str, revision: str = "head") -> None:
     """
     names = Names(prefix)
     with _connection(bind_or_url) as connection:
+        from alembic import command
+
         _locked_migration(connection, names, lambda config: command.upgrade(config, revision))
 
 
@@ -145,6 +151,8 @@ def downgrade(bind_or_url: Bind, prefix: str, revision: str) -> None:
     with _connection(bind_or_url) as connection:
 
         def step(config: Config) -> None:
+            from alembic import command
+
             command.downgrade(config, revision)
             if _revision_of(connection, names) is None:
                 table = connection.dialect.identifier_preparer.quote(names.version_table)
@@ -237,5 +245,7 @@ def offline_sql(prefix: str, revision: str = "head") -> str:
     """
     names = Names(prefix)
     output = io.StringIO()
+    from alembic import command
+
     command.upgrade(_config(names, output=output), revision, sql=True)
     return output.getvalue()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from alembic.util import CommandError
 
 import alembic_venturi
 from venturi_sa.cli.connect import opened
@@ -27,6 +26,8 @@ def migrate(dsn: str | None, prefix: str, revision: str, as_json: bool) -> None:
     Runs in one transaction under a per-prefix lock, so several processes may
     run it at once; other prefixes and your own tables are not touched.
     """
+    from alembic.util import CommandError  # Alembic loads when a migration runs, not with every command
+
     with opened(dsn) as engine:
         before = alembic_venturi.current(engine, prefix)
         try:
@@ -52,6 +53,8 @@ def sql(prefix: str, revision: str) -> None:
     The script is one BEGIN ... COMMIT transaction for psql; it also fills
     <prefix>_alembic_version, so `venturi migrate` continues from it later.
     """
+    from alembic.util import CommandError
+
     try:
         click.echo(alembic_venturi.offline_sql(prefix, revision), nl=False)
     except CommandError as exc:
