@@ -85,7 +85,7 @@ def test_pausing_the_whole_queue_and_pausing_again_replaces_the_pause(engine: sa
 def test_a_pause_with_an_end_resumes_by_itself(engine: sa.Engine, models: Any) -> None:
     """A running worker claims the job once ``until`` passes (polling; no resume call)."""
     queue = make_queue(models)
-    info = queue.pause(engine, "a", reason="short", delay=timedelta(seconds=1))
+    info = queue.pause(engine, "a", reason="short", delay=timedelta(seconds=3))  # outlasts a loaded drain
     assert info.resume_at is not None
     [job_id] = enqueue(engine, queue, queue.registry.get("a")())
     assert drain(queue, engine) == 0
