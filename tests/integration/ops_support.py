@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,6 +58,28 @@ def indexes_used(plan: dict[str, Any]) -> set[str]:
 
 def node_types(plan: dict[str, Any]) -> set[str]:
     return {n["Node Type"] for n in nodes(plan)}
+
+
+def assert_plan(engine: sa.Engine, statement: Any, models: Models, *, allowed: Sequence[str],
+                all_of: Sequence[str] = (), any_of: Sequence[str] = (), sort_ok: bool = True,
+                show: bool = False) -> dict[str, Any]:
+    """Assert ``statement``'s plan scans no table and reads through the expected indexes; returns the plan.
+
+    Index names are given without the prefix: every one of ``all_of`` and at
+    least one of ``any_of`` (when given) must be used, and none outside
+    ``allowed``; a ``Sort`` node fails unless ``sort_ok``.  ``show`` prints the plan.
+    """
+    plan = plan_of(engine, statement)
+    used, types = indexes_used(plan), node_types(plan)
+    shown = f"{sorted(types)} {sorted(used)}"
+    if show:
+        print(f"\n--- {all_of or any_of}\n{json.dumps(plan, indent=1)[:6000]}")
+    assert "Seq Scan" not in types, shown
+    assert {models.names.index(e) for e in all_of} <= used, shown
+    assert not any_of or used & {models.names.index(e) for e in any_of}, shown
+    assert used <= {models.names.index(e) for e in allowed}, shown
+    assert sort_ok or "Sort" not in types, shown
+    return plan
 
 
 def count(engine: sa.Engine, sql: str, **params: Any) -> int:

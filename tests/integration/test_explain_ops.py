@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from ops_support import count, indexes_used, node_types, plan_of
+from ops_support import assert_plan, count, indexes_used, node_types
 
 from venturi_sa import Models, make_models
 from venturi_sa.storage import cleanup as cleanup_sql
@@ -71,13 +71,7 @@ SEED_INDEXES = ("jobs_claim", "jobs_claim_priority", "jobs_visible", "jobs_dedup
 
 def _uses(engine: sa.Engine, statement: Any, models: Models, *expected: str) -> dict[str, Any]:
     """Assert the plan reads through one of ``expected`` and never scans the table."""
-    plan = plan_of(engine, statement)
-    used = indexes_used(plan)
-    shown = f"{sorted(node_types(plan))} {sorted(used)}"
-    assert "Seq Scan" not in node_types(plan), shown
-    assert used & {models.names.index(e) for e in expected}, shown
-    assert used <= {models.names.index(e) for e in SEED_INDEXES}, shown
-    return plan
+    return assert_plan(engine, statement, models, any_of=expected, allowed=SEED_INDEXES)
 
 
 H = history_sql.HistoryParams

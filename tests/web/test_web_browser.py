@@ -1,8 +1,8 @@
 """The dashboard in a real headless browser: Debian's Chromium driven by Selenium through chromedriver.
 
 One walk through the pages as an operator would: overview, a filter, a job,
-a bulk requeue, and a job enqueued by another process appearing on the open
-jobs page without a reload.  Every wait is on a DOM condition with a timeout.
+a bulk requeue, a cancel from a job's page, and a job enqueued by another
+process appearing on the open jobs page without a reload.  Every wait is on a DOM condition with a timeout.
 Screenshots of each page go to ``build/web-screenshots/`` (git-ignored).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 from web_kit import enqueue_elsewhere, seed, served
 
-from venturi_sa import Queue
+from venturi_sa import Queue, Task, task
+from venturi_sa.periodic import reconcile
 from venturi_sa.web import create_app
 
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "web-screenshots"
@@ -102,6 +104,14 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         assert {queue.get_job(engine, i).status for i in ids["dead"]} == {"pending"}
         _shot(browser, "jobs-after-requeue")
 
+        browser.get(f"{base}/jobs/{ids['pending'][0]}")  # a control action from the job page
+        _shot(browser, "job-pending")
+        browser.find_element(By.NAME, "note").send_keys("customer left")
+        browser.find_element(By.ID, "job-cancel").click()
+        assert wait_for(ec.text_to_be_present_in_element((By.ID, "msg"), "Cancel: 1 job(s) changed"))
+        assert wait_for(ec.text_to_be_present_in_element((By.ID, "journal"), "cancelled by"))  # swapped live
+        assert queue.get_job(engine, ids["pending"][0]).status == "dead"
+
         browser.get(base + "/jobs")
         wait_for(ec.presence_of_element_located((By.CSS_SELECTOR, "#live-state.on")))
         new_id = enqueue_elsewhere(engine, models.prefix, "appears live")
@@ -112,3 +122,12 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         wait_for(ec.presence_of_element_located((By.ID, "claimed")))
         assert ids["claimed"][0] in browser.find_element(By.ID, "claimed").text
         _shot(browser, "workers")
+
+        queue.pause(engine, "k_scheduled", reason="upstream outage", delay=timedelta(hours=1), actor="ops")
+        report: type[Task] = task("nightly_report")(lambda ctx: None)
+        reports = Queue(models, [report])
+        reports.schedule(report(), cron="0 3 * * *", tz="Europe/Berlin", name="nightly")
+        reconcile(reports, engine)
+        browser.get(base + "/schedules")
+        assert "upstream outage" in wait_for(ec.presence_of_element_located((By.ID, "pauses"))).text
+        _shot(browser, "schedules")

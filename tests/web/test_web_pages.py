@@ -130,7 +130,7 @@ def test_bulk_action_on_the_selection_journals_the_actor(engine: sa.Engine, mode
                     next="/jobs?status=dead")
     assert response.status_code == 303
     location = response.headers["location"]
-    assert location.startswith("/jobs?status=dead&msg=") and "1+job" in location and "1+skipped" in location
+    assert location.startswith("/jobs?status=dead&msg=") and "1+job" in location and "1+refused" in location
     assert queue.get_job(engine, target).status == "pending"
     assert queue.get_job(engine, seeded["completed"][0]).status == "completed"
     note = queue.journal(engine, target)[-1].note
@@ -204,3 +204,27 @@ def test_a_name_registered_twice_is_an_error(engine: sa.Engine, models: Any) -> 
 
     with pytest.raises(ValueError, match="'kill' is registered twice"):
         create_app(engine, models.prefix, actions=[Action(name="kill", label="K", statuses=(), run=print)])
+
+
+def test_dead_jobs_are_counted_per_kind_up_to_a_cap(engine: sa.Engine, models: Any) -> None:
+    from datetime import datetime, timezone
+
+    from ops_support import factory_session
+
+    from venturi_sa.storage.dashboard import DEAD_COUNT_CAP, OverviewCounts, dead_counts_statement
+    from venturi_sa.web.queries import _counts
+
+    with factory_session(engine, models) as (Job, _):
+        for kind, n in (("a", 5), ("b", 2), ("c", 4)):
+            for _ in range(n):
+                Job(dead=True, kind=kind)
+        Job(completed=True, kind="d")
+    with engine.connect() as conn:
+        capped = [tuple(r) for r in conn.execute(dead_counts_statement(models, cap=4))]
+        exact = [tuple(r) for r in conn.execute(dead_counts_statement(models))]
+    assert capped == [("a", 4), ("b", 2), ("c", 4)]
+    assert exact == [("a", 5), ("b", 2), ("c", 4)]
+    raw = OverviewCounts(as_of=datetime.now(timezone.utc), pending=[], expired=[], claimed=[], finished=[],
+                         dead=[("a", DEAD_COUNT_CAP), ("b", 2)])
+    counts = _counts(raw)
+    assert (counts.dead(), counts.dead("a"), counts.dead("b")) == (f"{DEAD_COUNT_CAP + 2}+", f"{DEAD_COUNT_CAP}+", "2")

@@ -183,7 +183,7 @@ def quickstart(dsn: str | None, prefix: str, timeout: float, verbose: bool, web_
         if web_port is not None:
             from venturi_sa.cli.web_cmd import serve_dashboard
             say()
-            serve_dashboard(engine, prefix, port=web_port)
+            serve_dashboard(engine, prefix, port=web_port, tasks=queue.registry)
         if dsn is not None:
             say()
             say(f"left the tables {prefix}_jobs and {prefix}_journal in place; remove them with "

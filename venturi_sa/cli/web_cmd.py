@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from venturi_sa.cli.connect import opened
 from venturi_sa.cli.failures import CliError
 from venturi_sa.cli.main import cli
-from venturi_sa.cli.options import app_option, dsn_option, prefix_option
+from venturi_sa.cli.options import APP_META, app_option, dsn_option, prefix_option
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -103,7 +103,12 @@ def _shown(host: str) -> str:
 @click.option("--no-listen", is_flag=True, help="Do not LISTEN (e.g. behind PgBouncer in transaction mode).")
 def web(dsn: str | None, prefix: str, host: str, port: int, read_only: bool, poll_interval: float,
         no_listen: bool) -> None:
-    """Serve a live web dashboard of one queue: counts, charts, jobs, workers, actions."""
+    """Serve a live web dashboard of one queue: counts, charts, jobs, workers, actions.
+
+    With --app, the app's task types validate payload edits on the job page.
+    """
+    app = click.get_current_context().meta.get(APP_META)
     with opened(dsn, prefix, concurrency=8) as engine:
         serve_dashboard(engine, prefix, host=host, port=port, read_only=read_only,
-                        poll_interval=poll_interval, listen=not no_listen)
+                        poll_interval=poll_interval, listen=not no_listen,
+                        tasks=app.queue.registry if app is not None else ())

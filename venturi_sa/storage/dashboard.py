@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.history import job_columns, job_statement, journal_statement
+from venturi_sa.storage.history import job_columns, job_statement, journal_statement, older_than
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.stats import PendingRow, expired_statement, pending_statement
 
@@ -91,9 +91,7 @@ def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
     if flt.created_before is not None:
         stmt = stmt.where(job.created_at < flt.created_before)
     if params.after is not None:
-        created_at, job_id = params.after
-        stmt = stmt.where(sa.tuple_(job.created_at, job.id) < sa.tuple_(
-            sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text)))
+        stmt = stmt.where(older_than(models, params.after))
     limit = params.scan if flt.narrows else params.limit + 1
     return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(limit).subquery("walk")
 
@@ -167,10 +165,29 @@ def claimed_counts_statement(models: Models) -> sa.Select[Any]:
             .group_by(job.kind))
 
 
-def dead_counts_statement(models: Models) -> sa.Select[Any]:
-    """``(kind, count)`` of dead jobs: an index-only range of ``_jobs_history`` over dead rows alone."""
-    job = models.Job
-    return _select(job.kind, sa.func.count()).where(job.status == Status.DEAD.value).group_by(job.kind)
+DEAD_COUNT_CAP = 1000
+"""The overview counts a kind's dead jobs up to this many (shown as "1000+" beyond)."""
+
+
+def dead_counts_statement(models: Models, cap: int = DEAD_COUNT_CAP) -> sa.Select[Any]:
+    """``(kind, count)`` of dead jobs per kind, each count stopping at ``cap``.
+
+    The kinds with dead jobs come from a skip scan of ``_jobs_history (status,
+    kind, ...)`` (one index probe per kind: a recursive step to the next greater
+    kind), and each kind's count reads at most ``cap`` entries of the same
+    index, so the cost is bounded by kinds x ``cap`` however many dead rows
+    the history keeps.
+    """
+    job = models.jobs_table
+    dead = job.c.status == Status.DEAD.value
+    kinds = _select(job.c.kind).where(dead).order_by(job.c.kind).limit(1).cte("dead_kinds", recursive=True)
+    following = (_select(job.c.kind).where(dead, job.c.kind > kinds.c.kind).order_by(job.c.kind).limit(1)
+                 .scalar_subquery())
+    kinds = kinds.union_all(_select(following).where(kinds.c.kind.is_not(None)))
+    some = (_select(sa.literal(1).label("one")).where(dead, job.c.kind == kinds.c.kind).limit(cap)
+            .correlate(kinds).subquery("some"))
+    counted = _select(sa.func.count()).select_from(some).scalar_subquery()
+    return _select(kinds.c.kind, counted).where(kinds.c.kind.is_not(None))
 
 
 def finished_counts_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
@@ -251,13 +268,20 @@ class WindowParams:
         return sa.func.now() - sa.literal(self.span, sa.Interval)
 
 
-def activity_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
-    """``(bucket, outcome, count)`` of the journal entries in the window."""
+def activity_statement(models: Models, params: WindowParams, floor: int | None = None) -> sa.Select[Any]:
+    """``(bucket, outcome, count)`` of the journal entries in the window, a primary-key range from ``floor``.
+
+    ``floor`` is the window's first entry id (:func:`journal_floor`, read by a
+    statement of its own so the planner sees the real range: inlined, it
+    guesses a third of the table and may plan a parallel scan for a few
+    thousand rows); None inlines the search.
+    """
     entry = models.journal_table
     bucket = _bucket(entry.c.recorded_at, params.bucket_seconds).label("bucket")
+    lower = journal_floor(models, params.since()) if floor is None else sa.literal(floor, sa.BigInteger)
     return (
         _select(bucket, entry.c.outcome, sa.func.count())
-        .where(entry.c.id >= journal_floor(models, params.since()), entry.c.recorded_at >= params.since())
+        .where(entry.c.id >= lower, entry.c.recorded_at >= params.since())
         .group_by(bucket, entry.c.outcome)
         .order_by(bucket)
     )
@@ -279,7 +303,11 @@ def latency_statement(models: Models, params: WindowParams) -> sa.Select[Any]:
 
 
 def fetch_activity(models: Models, runner: Runner, params: WindowParams) -> Sequence[sa.Row[Any]]:
-    return runner.execute(activity_statement(models, params)).all()
+    """The window's first journal id (about 20 key probes), then its buckets: two statements."""
+    floor = runner.execute(_select(journal_floor(models, params.since()))).scalar()
+    if floor is None:  # an empty journal
+        return []
+    return runner.execute(activity_statement(models, params, int(floor))).all()
 
 
 def fetch_latency(models: Models, runner: Runner, params: WindowParams) -> Sequence[sa.Row[Any]]:

@@ -75,6 +75,14 @@ def result_statement(models: Models, job_id: str) -> sa.Select[Any]:
     return sa.select(models.Job.status, last_completed.label("result")).where(models.Job.id == job_id)
 
 
+def older_than(models: Models, after: tuple[datetime, str]) -> sa.ColumnElement[bool]:
+    """The keyset predicate: rows strictly after ``after = (created_at, id)`` in ``(created_at DESC, id DESC)``."""
+    job = models.Job
+    created_at, job_id = after
+    return sa.tuple_(job.created_at, job.id) < sa.tuple_(
+        sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text))
+
+
 def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
     """Newest first on ``(created_at DESC, id DESC)``, keyset-paged, ``limit + 1`` rows.
 
@@ -93,9 +101,7 @@ def history_statement(models: Models, params: HistoryParams) -> sa.Select[Any]:
     if params.finished_before is not None:
         stmt = stmt.where(job.finished_at < params.finished_before)
     if params.after is not None:
-        created_at, job_id = params.after
-        stmt = stmt.where(sa.tuple_(job.created_at, job.id) < sa.tuple_(
-            sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text)))
+        stmt = stmt.where(older_than(models, params.after))
     return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(params.limit + 1)
 
 

@@ -9,25 +9,28 @@ application's session; actions are the operations' own transactions, one per job
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import jinja2
 import sqlalchemy as sa
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from venturi_sa.models import Models, make_models
 from venturi_sa.prefix import validate_prefix
+from venturi_sa.task import Registry, Task
 from venturi_sa.web import charts, queries
 from venturi_sa.web.actions import Action, registry
 from venturi_sa.web.live import Feed
@@ -84,8 +87,10 @@ class Dashboard:
 
     def __init__(self, engine: sa.Engine, models: Models, *, read_only: bool, authorize: Authorize | None,
                  redact: Redact, actor: ActorOf, actions: Sequence[Action], pages: Sequence[Page],
-                 poll_interval: float, listen: bool, title: str, template_dirs: Sequence[str | Path]) -> None:
+                 poll_interval: float, listen: bool, title: str, template_dirs: Sequence[str | Path],
+                 tasks: Registry) -> None:
         self.engine = engine
+        self.tasks = tasks
         self.models = models
         self.read_only = read_only
         self.authorize = authorize
@@ -113,6 +118,26 @@ class Dashboard:
         separators = (",", ": ") if indent else (", ", ": ")
         return json.dumps(shown, indent=indent, sort_keys=True, default=str, separators=separators)
 
+    def actions_for(self, status: str) -> list[Action]:
+        """The actions a job in ``status`` can take (its page offers these)."""
+        return [a for a in self.actions.values() if status in a.statuses]
+
+    @property
+    def bulk_actions(self) -> list[Action]:
+        """The actions the jobs page offers on a selection and on all matching."""
+        return [a for a in self.actions.values() if a.bulk]
+
+    @property
+    def bulk_fields(self) -> list[str]:
+        """The form fields the bulk actions read, each once, in order."""
+        return list(dict.fromkeys(f for a in self.bulk_actions for f in a.fields))
+
+    def editable_payload(self, kind: str, payload: Any) -> str:
+        """The payload as indented JSON to edit, or "" when redaction hides part of it (never prefill a mask)."""
+        if self.redact(kind, "payload", copy.deepcopy(payload)) != payload:
+            return ""
+        return json.dumps(payload, indent=2, sort_keys=True)
+
     def base(self, request: Request) -> str:
         """The URL path this dashboard is mounted at ("" at the root)."""
         return str(request.scope.get("root_path", "")).rstrip("/")
@@ -128,6 +153,16 @@ class Dashboard:
             response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=base or "/")
         response.headers["Cache-Control"] = "no-store"
         return response
+
+    def back(self, request: Request, target: str, message: str) -> Response:
+        """303 to ``target`` (a path of this dashboard only, else its jobs page), showing ``message``."""
+        base = self.base(request)
+        if not target.startswith(base + "/") or target.startswith("//") or "\\" in target:
+            target = base + "/jobs"
+        path, _, query = target.partition("?")
+        kept = "&".join(p for p in query.split("&") if p and not p.startswith("msg="))
+        joiner = "&" if kept else ""
+        return RedirectResponse(f"{path}?{kept}{joiner}{urlencode({'msg': message})}", status_code=303)
 
     def check_request(self, request: Request, form: Any, action: str) -> None:
         """Read-only mode, then the CSRF token: raises :class:`Refused` unless both pass."""
@@ -153,7 +188,8 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                authorize: Authorize | None = None, redact: Redact | None = None,
                actor: ActorOf | None = None, actions: Sequence[Action] = (), pages: Sequence[Page] = (),
                poll_interval: float = 2.0, listen: bool = True, title: str | None = None,
-               template_dirs: Sequence[str | Path] = ()) -> Starlette:
+               template_dirs: Sequence[str | Path] = (),
+               tasks: Registry | Iterable[type[Task]] = ()) -> Starlette:
     """The dashboard of queue ``prefix`` on ``engine`` (a sync Engine), as a Starlette app.
 
     ``read_only`` refuses every action on the server (403) and hides the buttons.
@@ -161,7 +197,9 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
     ``redact(kind, field, value)`` filters payloads, carries and attachments
     before they are shown; ``actor(request)`` names who acted in the journal
     (default: the host app's authenticated user, else the client address).
-    ``actions`` and ``pages`` extend the built-in ones.  The live feed polls
+    ``actions`` and ``pages`` extend the built-in ones.  ``tasks`` (your
+    task types, or ``queue.registry``) lets the job page replace a payload,
+    validated by its task's schema.  The live feed polls
     the queue at most every ``poll_interval`` seconds while a browser watches,
     and wakes on the queue's NOTIFY unless ``listen`` is False (e.g. behind PgBouncer
     in transaction mode).  The app holds no transaction open between requests.
@@ -172,7 +210,8 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
     dashboard = Dashboard(engine, models, read_only=read_only, authorize=authorize,
                           redact=redact or no_redaction, actor=actor or default_actor, actions=actions,
                           pages=pages, poll_interval=poll_interval, listen=listen,
-                          title=title or f"venturi · {prefix}", template_dirs=template_dirs)
+                          title=title or f"venturi · {prefix}", template_dirs=template_dirs,
+                          tasks=tasks if isinstance(tasks, Registry) else Registry(tuple(tasks)))
     table: list[BaseRoute] = [
         *routes.routes(dashboard),
         *(_page_route(p, dashboard) for p in dashboard.pages),

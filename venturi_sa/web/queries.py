@@ -14,13 +14,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.control import PauseInfo, pauses
+from venturi_sa.ops.explain import explain
 from venturi_sa.ops.records import JobInfo, JournalInfo, ScheduleInfo
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.periodic.operations import list_schedules
+from venturi_sa.periodic import FireInfo, fired_by, list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
+    DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
     JobFilter,
     JobPageParams,
@@ -49,7 +52,7 @@ KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "c
 
 @dataclass(frozen=True, kw_only=True)
 class Counts:
-    """The overview's numbers: live rows and dead jobs exactly, completed ones within the window only.
+    """The overview's numbers: live rows exactly, dead jobs up to a cap per kind, finished ones in the window.
 
     A total of every retained ``completed`` row would mean counting the whole
     history on a page that refreshes live; ``venturi stats`` gives it on demand.
@@ -58,9 +61,17 @@ class Counts:
     as_of: datetime
     by_kind: dict[str, dict[str, int]]
     oldest_eligible_age_by_kind: dict[str, timedelta]
+    dead_capped: frozenset[str] = frozenset()
+    """Kinds with at least :data:`~venturi_sa.storage.dashboard.DEAD_COUNT_CAP` dead jobs (counted that far)."""
 
     def total(self, key: str) -> int:
         return sum(k[key] for k in self.by_kind.values())
+
+    def dead(self, kind: str | None = None) -> str:
+        """The dead count of ``kind`` (None: all kinds), with "+" where the count stopped at its cap."""
+        n = self.total("dead") if kind is None else self.by_kind[kind]["dead"]
+        more = bool(self.dead_capped) if kind is None else kind in self.dead_capped
+        return f"{n}+" if more else str(n)
 
     @property
     def oldest_eligible_age(self) -> timedelta | None:
@@ -81,7 +92,9 @@ def _counts(raw: OverviewCounts) -> Counts:
     for kind, status, n in raw.finished:
         row(kind)[f"{status}_recently"] += n
     ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
-    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages)
+    capped = frozenset(kind for kind, n in raw.dead if n >= DEAD_COUNT_CAP)
+    return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages,
+                  dead_capped=capped)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,21 +193,38 @@ class Run:
     since_previous: timedelta | None
 
 
+WAITS = {"paused": "paused by its handler", "retried": "backing off after a failure", "released": "released"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Detail:
     job: JobInfo
     runs: list[Run]
     now: datetime
     reason: str = ""
+    fired: FireInfo | None = None
+    why: tuple[str, ...] = ()
+    """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
+
+    @property
+    def waiting_for(self) -> str | None:
+        """Why a pending job is not eligible yet: its last outcome (``retried``, ...) or ``scheduled``.
+
+        None when the job is not pending or already eligible.
+        """
+        if self.job.status != "pending" or self.job.visible_at <= self.now:
+            return None
+        last = self.runs[-1].entry.outcome if self.runs else None
+        return last if last in WAITS else "scheduled"
 
 
-def _reason(job: JobInfo, now: datetime, runs: list[Run]) -> str:
-    """Why the job is (not) running, from its row alone."""
+def _reason(detail: Detail) -> str:
+    """Why the job is (not) running, from its row and journal alone."""
+    job, now, runs = detail.job, detail.now, detail.runs
     if job.status == "pending":
-        if job.visible_at > now:
-            last = runs[-1].entry.outcome if runs else None
-            why = {"paused": "paused by its handler", "retried": "backing off after a failure",
-                   "released": "released"}.get(last or "", "scheduled")
+        waiting = detail.waiting_for
+        if waiting is not None:
+            why = WAITS.get(waiting, "scheduled")
             return f"not eligible until {job.visible_at:%Y-%m-%d %H:%M:%S %Z} ({why})"
         return f"eligible since {job.visible_at:%Y-%m-%d %H:%M:%S %Z}: waiting for a worker of kind {job.kind!r}"
     if job.status == "claimed":
@@ -222,7 +252,26 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
         entry = JournalInfo(**r._mapping)
         runs.append(Run(entry=entry, since_previous=entry.recorded_at - previous))
         previous = entry.recorded_at
-    return Detail(job=job, runs=runs, now=now, reason=_reason(job, now, runs))
+    found_detail = Detail(job=job, runs=runs, now=now)
+    return replace(found_detail, reason=_reason(found_detail))
+
+
+def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
+    """:func:`detail`, which schedule fired the job (:func:`venturi_sa.periodic.fired_by`), and why it waits.
+
+    Three short transactions; the explanation (pauses, backoff, place in line,
+    whether a worker runs the kind) only for a pending or claimed job.
+    """
+    found = detail(models, engine, job_id)
+    if found is None:
+        return None
+    why: tuple[str, ...] = ()
+    if found.job.status in ("pending", "claimed"):
+        try:
+            why = tuple(r.text for r in explain(models, engine, job_id).reasons)
+        except JobNotFound:  # deleted meanwhile: show what was read
+            pass
+    return replace(found, fired=fired_by(models, engine, job_id), why=why)
 
 
 @dataclass(frozen=True, kw_only=True)

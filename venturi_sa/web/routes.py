@@ -16,14 +16,14 @@ from urllib.parse import urlencode
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.history import decode_cursor, encode_cursor
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
-from venturi_sa.web import queries
+from venturi_sa.web import forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.security import Refused, check_authorized
@@ -118,7 +118,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
 
     def job_data(request: Request) -> queries.Detail:
         job_id = request.path_params["job_id"]
-        found = queries.detail(dashboard.models, dashboard.engine, job_id)
+        found = queries.detail_page(dashboard.models, dashboard.engine, job_id)
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
         return found
@@ -151,22 +151,28 @@ def routes(dashboard: Dashboard) -> list[Route]:
         action = dashboard.actions.get(name)
         if action is None or scope not in ("selected", "matching"):
             raise _bad(f"unknown action {form.get('do')!r}")
-        note = str(form.get("note") or "").strip()[:500] or None
-        ctx = ActionContext(models=dashboard.models, engine=dashboard.engine,
-                            actor=dashboard.actor(request), note=note)
+        dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
+        if scope == "matching" and not action.bulk:
+            raise _bad(f"{action.label} applies to one job at a time, from the job's page")
+        ids = _selected(action, form) if scope == "selected" else []
+        ctx = _context(request, action, form)
         if scope == "selected":
-            ids = [str(i) for i in form.getlist("ids")]
-            if not ids:
-                raise _bad("no jobs selected")
-            if len(ids) > BULK_MOST:
-                raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
-            await dashboard.guard(request, form, action.name, ids)
+            await check_authorized(dashboard.authorize, request, action.name, ids)
             outcome = await run_in_threadpool(apply_each, action, ctx, ids)
         else:
-            dashboard.check_request(request, form, action.name)  # before any read of the filter's jobs
             flt, _ = parse_filter(form, _now())
             outcome = await _apply_matching(request, action, ctx, flt)
-        return _back(request, form, _summary(action.label, outcome))
+        return dashboard.back(request, str(form.get("next") or ""), _summary(action.label, outcome))
+
+    def _context(request: Request, action: Action, form: Any) -> ActionContext:
+        """The action's context; its own fields are read (and checked: 400 if bad) here, before any job."""
+        try:
+            note = forms.text(form, "note")
+            values = action.read(form)
+        except InvalidOption as exc:
+            raise _bad(f"{action.label}: {exc}") from None
+        return ActionContext(models=dashboard.models, engine=dashboard.engine, actor=dashboard.actor(request),
+                             note=note, values=values, registry=dashboard.tasks)
 
     async def _apply_matching(request: Request, action: Action, ctx: ActionContext, flt: JobFilter) -> Outcome:
         """Walk every matching job in batches; ``authorize`` is asked for each batch before it runs."""
@@ -183,7 +189,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
             if ids:
                 await check_authorized(dashboard.authorize, request, action.name, ids)
                 total.merge(await run_in_threadpool(apply_each, action, ctx, ids))
-            if total.truncated:
+            if total.truncated or total.failed:
                 return total
 
     async def events(request: Request) -> Response:
@@ -201,30 +207,43 @@ def routes(dashboard: Dashboard) -> list[Route]:
         Route("/fragment/workers", workers_fragment),
         Route("/schedules", control, name="control"),
         Route("/fragment/schedules", control_fragment),
+        Route("/schedules", pauses.endpoint(dashboard), methods=["POST"], name="control-actions"),
         Route("/actions", act, methods=["POST"], name="actions"),
         Route("/events", events, name="events"),
     ]
 
 
+SHOWN_REASONS = 3
+"""How many refusal reasons a summary spells out (the rest are counted)."""
+
+
+def _selected(action: Action, form: Any) -> list[str]:
+    """The checked job ids: at least one, at most :data:`BULK_MOST` (one for a job-page-only action)."""
+    ids = [str(i) for i in form.getlist("ids")]
+    if not ids:
+        raise _bad("no jobs selected")
+    if not action.bulk and len(ids) > 1:
+        raise _bad(f"{action.label} applies to one job at a time")
+    if len(ids) > BULK_MOST:
+        raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
+    return ids
+
+
 def _summary(label: str, outcome: Outcome) -> str:
+    """One line: how many changed, each remark counted, the first refusals with their reason."""
     text = f"{label}: {len(outcome.applied)} job(s) changed"
+    for remark, n in outcome.remarks.items():
+        text += f" ({n} {remark})"
     if outcome.skipped:
-        text += f", {len(outcome.skipped)} skipped (their status did not allow it)"
-    if outcome.truncated:
+        reasons = list(outcome.skipped.values())
+        text += f"; {len(reasons)} refused: " + "; ".join(reasons[:SHOWN_REASONS])
+        if len(reasons) > SHOWN_REASONS:
+            text += f"; and {len(reasons) - SHOWN_REASONS} more"
+    if outcome.failed:
+        text += f"; stopped: {outcome.failed}"
+    elif outcome.truncated:
         text += f"; stopped after {BULK_MOST}: run it again for the rest"
     return text
-
-
-def _back(request: Request, form: Any, message: str) -> Response:
-    """303 back to the page the form came from (a path of this dashboard only), with the message."""
-    base = str(request.scope.get("root_path", "")).rstrip("/")
-    back = str(form.get("next") or "")
-    if not back.startswith(base + "/") or back.startswith("//") or "\\" in back:
-        back = base + "/jobs"
-    path, _, query = back.partition("?")
-    kept = "&".join(p for p in query.split("&") if p and not p.startswith("msg="))
-    joiner = "&" if kept else ""
-    return RedirectResponse(f"{path}?{kept}{joiner}{urlencode({'msg': message})}", status_code=303)
 
 
 def handlers(dashboard: Dashboard) -> dict[Any, Any]:

@@ -1,0 +1,98 @@
+"""The Schedules & pauses page's operations: pause or resume a kind, pause or resume a schedule.
+
+``POST /schedules`` with ``do`` one of :data:`OPERATIONS` passes the same
+checks as every action (read-only mode, the CSRF token, then
+``authorize(request, do, [])``: these act on a kind or a schedule, not on
+jobs, so the hook gets no job ids; it may read the form, ``kind`` or
+``name``, with ``await request.form()``), then runs the operation in its own
+short transaction through :mod:`venturi_sa.ops.control` (pauses, recorded with
+the actor in ``<prefix>_pauses``) or :mod:`venturi_sa.periodic` (schedules).
+A refused operation (kind not paused, no such schedule, ``until`` in the past)
+changes nothing and comes back as the page's message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from venturi_sa.errors import InvalidOption, VenturiError
+from venturi_sa.ops import control
+from venturi_sa.periodic import set_paused
+from venturi_sa.web import forms
+from venturi_sa.web.app import Dashboard
+from venturi_sa.web.security import check_authorized
+
+log = logging.getLogger("venturi.web")
+
+Operation = Callable[[Dashboard, Mapping[str, Any], str], str]
+"""``(dashboard, checked form values, actor) -> message``; raises ``VenturiError`` when refused."""
+
+
+def _pause_kind(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
+    until = values["until"]
+    timing = {"delay": until} if isinstance(until, timedelta) else {"until": until}
+    done = control.pause(dashboard.models, dashboard.engine, values["kind"], reason=values["reason"],
+                         actor=actor, **timing)
+    ends = f" until {done.resume_at:%Y-%m-%d %H:%M:%S %Z}" if done.resume_at else " until resumed"
+    return f"kind {done.kind} paused{ends}"
+
+
+def _resume_kind(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
+    done = control.resume(dashboard.models, dashboard.engine, values["kind"], actor=actor)
+    return f"kind {done.kind} resumed"
+
+
+def _schedule(paused: bool) -> Operation:
+    def operate(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
+        set_paused(dashboard.models, dashboard.engine, values["name"], paused)
+        verb = "paused" if paused else "resumed"
+        # set_paused records no actor; the log line is the record of who did it.
+        log.info("schedule %r of queue %r %s by %s", values["name"], dashboard.prefix, verb, actor)
+        return f"schedule {values['name']} {verb}"
+
+    return operate
+
+
+def _kind_form(form: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": forms.text(form, "kind", required=True, limit=200)}
+
+
+OPERATIONS: dict[str, tuple[Operation, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    "pause_kind": (_pause_kind, lambda form: {**_kind_form(form), "reason": forms.text(form, "reason"),
+                                              "until": forms.when(form, "until", required=False)}),
+    "resume_kind": (_resume_kind, _kind_form),
+    "pause_schedule": (_schedule(True), lambda form: {"name": forms.text(form, "name", required=True)}),
+    "resume_schedule": (_schedule(False), lambda form: {"name": forms.text(form, "name", required=True)}),
+}
+"""What ``POST /schedules`` does, by ``do``: the operation and the reader of its form fields."""
+
+
+def endpoint(dashboard: Dashboard) -> Callable[[Request], Awaitable[Response]]:
+    """The ``POST /schedules`` handler bound to ``dashboard``."""
+    async def operate(request: Request) -> Response:
+        form = await request.form()
+        do = str(form.get("do") or "")
+        if do not in OPERATIONS:
+            raise HTTPException(400, f"unknown operation {do!r}: use one of {', '.join(OPERATIONS)}")
+        dashboard.check_request(request, form, do)
+        run, read = OPERATIONS[do]
+        try:
+            values = read(form)
+        except InvalidOption as exc:
+            raise HTTPException(400, f"{do}: {exc}") from None
+        await check_authorized(dashboard.authorize, request, do, [])
+        try:
+            message = await run_in_threadpool(run, dashboard, values, dashboard.actor(request))
+        except VenturiError as exc:
+            message = f"{do.replace('_', ' ')} refused: {exc}"
+        return dashboard.back(request, dashboard.base(request) + "/schedules", message)
+
+    return operate
