@@ -15,7 +15,8 @@ manage the queue tables and the project's Alembic manages everything else::
 
 Autogenerate then neither creates, alters nor drops ``shop_jobs``,
 ``shop_journal``, the periodic-job tables ``shop_schedules`` and
-``shop_fires``, their columns, indexes and constraints, or the
+``shop_fires``, the runtime-control tables ``shop_pauses``, ``shop_cancels``
+and ``shop_timeouts``, their columns, indexes and constraints, or the
 ``shop_alembic_version`` table, whether they are in the database, in the
 project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 """
@@ -69,7 +70,7 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
 
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
-    ``<prefix>_fires``, ``<prefix>_pauses`` and ``<prefix>_cancels`` tables
+    ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels`` and ``<prefix>_timeouts`` tables
     with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
@@ -79,5 +80,5 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     for prefix in prefixes:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
-                       names.version_table))
+                       names.timeouts, names.version_table))
     return VenturiFilter(frozenset(tables))

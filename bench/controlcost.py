@@ -1,17 +1,23 @@
 """What runtime control costs the worker's hot paths: the claim and the lease renewal, same-run ratios.
 
 One throwaway PostgreSQL, one queue (prefix ``bench``) with ``--pending`` jobs
-of four kinds and three open pause rows for other kinds (so the claim's
-paused-kind filter has rows to read).  Then, interleaved sample by sample so
-every variant sees the same server state (in a shuffled order):
+of four kinds, ``--limited`` of them (default one in ten) with its own time
+limit (``<prefix>_timeouts``, v6), and four open pause rows for other kinds, one of them a kind pattern (so
+the claim's paused-kind filter has rows of both forms to read).  Then,
+interleaved sample by sample so every variant sees the same server state (in
+a shuffled order):
 
-* **claim**: venturi's claim of 100 jobs (rolled back after each sample) with
-  the paused-kind filter (v5) and without it (the v3 statement, built by
-  swapping ``storage.control.claimable_kinds`` for ``true``);
+* **claim**: venturi's claim of 100 jobs (rolled back after each sample) as it
+  is (v6: the paused-kind filter with kind patterns, and each claimed job's
+  own time limit in ``RETURNING``); the v5 statement (exact-kind pauses only,
+  no time-limit lookup, built by swapping ``storage.control._covers`` and
+  ``storage.claim.own_timeout`` back); and the v3 statement (no paused-kind
+  filter either: ``storage.control.claimable_kinds`` swapped for ``true``);
 * **renewal**: the renewal of 100 held claims with the cancel-request join
   (v5) and without it (the v3 statement, rebuilt here).
 
-Prints the medians and the ratio v5 / v3.  ``python bench/controlcost.py [--samples N] [--pending N]``.
+Prints the medians and the ratios v6 / v5, v6 / v3 and v5 / v3.
+``python bench/controlcost.py [--samples N] [--pending N] [--limited SHARE]``.
 """
 
 from __future__ import annotations
@@ -57,6 +63,24 @@ def _v3_renew_statement(models: Any) -> Any:
                      still.label("ours")).select_from(held.outerjoin(renewed, renewed.c.id == held.c.id))
 
 
+def _claim_statements(models: Any, params: ClaimParams) -> dict[str, Any]:
+    """The claim as it is (v6), without the v6 additions (v5), and without the paused-kind filter too (v3)."""
+    built = {"claim v6": claims.claim_statement(models, params)}
+    covers, timeout, kinds = control._covers, claims.own_timeout, control.claimable_kinds
+    try:
+        control._covers = lambda m, kind: sa.or_(m.Pause.kind == kind, m.Pause.kind == control.ALL_KINDS)
+        claims.own_timeout = lambda m: sa.null()  # type: ignore[attr-defined]
+        claims._STATEMENTS.clear()
+        built["claim v5"] = claims.claim_statement(models, params)
+        claims.claimable_kinds = lambda m, kinds: sa.true()  # type: ignore[attr-defined]
+        claims._STATEMENTS.clear()
+        built["claim v3"] = claims.claim_statement(models, params)
+    finally:
+        control._covers, claims.own_timeout, claims.claimable_kinds = covers, timeout, kinds  # type: ignore[attr-defined]
+        claims._STATEMENTS.clear()
+    return built
+
+
 def _timed(engine: sa.Engine, fn: Callable[[sa.Connection], Any]) -> float:
     with engine.connect() as conn:
         trans = conn.begin()
@@ -71,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--pending", type=int, default=50_000)
+    parser.add_argument("--limited", type=float, default=0.1, help="share of the jobs with their own time limit")
     args = parser.parse_args()
     with ThrowawayCluster({"fsync": "off"}) as cluster:
         engine = sa.create_engine(cluster.url, pool_size=4)
@@ -79,18 +104,16 @@ def main() -> None:
         queue = Queue(models, [_task(k) for k in KINDS])
         with Session(engine) as session, session.begin():
             for start in range(0, args.pending, 5000):
-                queue.enqueue_many(session, [queue.registry.get(KINDS[i % 4])()
-                                             for i in range(start, min(start + 5000, args.pending))])
-        for kind in ("other1", "other2", "other3"):
+                batch = [queue.registry.get(KINDS[i % 4])() for i in range(start, min(start + 5000, args.pending))]
+                cut = int(len(batch) * args.limited)
+                if cut:
+                    queue.enqueue_many(session, batch[:cut], timeout=timedelta(minutes=5))
+                queue.enqueue_many(session, batch[cut:])
+        for kind in ("other1", "other2", "other3", "other.*"):
             queue.pause(engine, kind, reason="bench")
         params = ClaimParams(worker_id="bench", kinds=list(KINDS), limit=100,
                              leases={k: timedelta(seconds=60) for k in KINDS}, default_lease=timedelta(seconds=60))
-        v5_claim = claims.claim_statement(models, params)
-        original = control.claimable_kinds
-        claims.claimable_kinds = lambda m, kinds: sa.true()  # type: ignore[attr-defined]
-        claims._STATEMENTS.clear()
-        v3_claim = claims.claim_statement(models, params)
-        claims.claimable_kinds = original  # type: ignore[attr-defined]
+        claim_runs = _claim_statements(models, params)
         claim_binds = {"limit": 100, "worker_id": "bench"}
 
         with engine.begin() as conn:  # 100 claims to renew, held by "bench"
@@ -105,7 +128,8 @@ def main() -> None:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")
 
-        runs = {"claim v5": (v5_claim, claim_binds), "claim v3": (v3_claim, claim_binds),
+        claim_runs["claim v6 again"] = claim_runs["claim v6"]  # an A/A pair: the claim's noise floor
+        runs = {**{name: (stmt, claim_binds) for name, stmt in claim_runs.items()},
                 "renew v5": (v5_renew, renew_binds), "renew v3": (v3_renew, renew_binds),
                 "renew v3 again": (v3_renew, renew_binds)}  # an A/A pair: the noise floor
         results: dict[str, list[float]] = {name: [] for name in runs}
@@ -119,8 +143,11 @@ def main() -> None:
         medians = {name: statistics.median(values) * 1000 for name, values in results.items()}
         for name, value in medians.items():
             print(f"{name}: median {value:.3f} ms over {args.samples} samples")
+        print(f"claim ratio v6/v5: {medians['claim v6'] / medians['claim v5']:.3f}")
+        print(f"claim ratio v6/v3: {medians['claim v6'] / medians['claim v3']:.3f}")
         print(f"claim ratio v5/v3: {medians['claim v5'] / medians['claim v3']:.3f}")
         print(f"renew ratio v5/v3: {medians['renew v5'] / medians['renew v3']:.3f}")
+        print(f"noise (claim v6 again / v6): {medians['claim v6 again'] / medians['claim v6']:.3f}")
         print(f"noise (renew v3 again / v3): {medians['renew v3 again'] / medians['renew v3']:.3f}")
         with engine.connect() as conn:
             print(claims.explain_claim(conn, models, params))

@@ -6,7 +6,8 @@ when venturi is imported):
 * ``before_flush`` checks each new job of a queue prefix whose models have a
   ``Queue(..., check_added_jobs=True)``: its kind must be one of that queue's
   tasks and its payload must pass the task's schema, with the errors enqueue
-  raises (``UnknownKind``, ``InvalidPayload``, ``InvalidOption``).  The flush
+  raises (``UnknownKind``, ``InvalidPayload``, ``InvalidOption``, also for a
+  ``time_limit`` whose timeout is not a positive timedelta).  The flush
   then raises before anything is written; the session keeps the job pending
   (roll back or expunge it).
 * ``after_flush`` sends one ``NOTIFY`` per kind and prefix for the new jobs
@@ -31,7 +32,7 @@ from venturi_sa.models import JobBase
 from venturi_sa.prefix import Names
 from venturi_sa.states import Status
 from venturi_sa.storage.added import notify_kinds
-from venturi_sa.task import check_priority
+from venturi_sa.task import check_priority, check_timeout
 
 if TYPE_CHECKING:
     from venturi_sa.queue import Queue
@@ -61,6 +62,8 @@ def check_job(job: JobBase, queues: list[Queue]) -> None:
             task_type.from_stored(job.payload)
             if job.priority is not None:
                 check_priority(job.priority)
+            if job.time_limit is not None:
+                check_timeout(job.time_limit.timeout, "time_limit.timeout")
             return
     kinds = sorted({kind for queue in queues for kind in queue.registry.kinds})
     raise UnknownKind(f"a Job of kind {job.kind!r} was added to the session, but no task of queue "

@@ -36,7 +36,8 @@ from venturi_sa.storage.enqueue import (
     NewJobColumns,
     RecordMergesParams,
 )
-from venturi_sa.task import Registry, Task, check_priority
+from venturi_sa.storage.timeouts import TimeoutsParams
+from venturi_sa.task import Registry, Task, check_priority, check_timeout
 
 
 @dataclass(frozen=True)
@@ -218,25 +219,38 @@ def enqueue_many(
     delay: timedelta | None = None,
     run_at: datetime | None = None,
     notify: bool = True,
+    timeout: timedelta | None = None,
 ) -> list[JobBase]:
     """Add ``tasks`` to ``session`` as jobs and flush; return the job of each task.
 
     A task whose dedup key matches a pending job may be coalesced into it (the
     returned job is then that existing job).  ``delay`` counts from this call,
-    on the database clock.  Nothing is committed: the caller's commit
-    publishes the jobs and wakes workers; rollback discards them.  Raises
+    on the database clock.  ``timeout`` (a positive timedelta) is the new
+    jobs' own time limit, overriding their task's ``timeout`` (a coalesced
+    task leaves its target's limit as it was).  Nothing is committed: the
+    caller's commit publishes the jobs and wakes workers; rollback discards them.  Raises
     ``InvalidPayload``/``InvalidOption``/``UnknownKind`` (and
     ``UnsupportedIsolation`` for a dedup task outside READ COMMITTED) with
     nothing added to or changed in the session.
     """
     when = When.check(delay, run_at)
+    limit = check_timeout(timeout)
     prepared = _prepare_many(registry, tasks, priority)
     if not prepared:
         return []
     backend = backend_for(models)
     deduplicated = any(p.dedup_key is not None for p in prepared)
     siblings = _decide(models, backend, session, prepared) if deduplicated else {}
-    return _write(models, backend, session, prepared, siblings, when, notify)
+    jobs = _write(models, backend, session, prepared, siblings, when, notify)
+    _limit(backend, session, prepared, limit)
+    return jobs
+
+
+def _limit(backend: Backend, session: Session, prepared: list[_Prepared], limit: timedelta | None) -> None:
+    """Store the enqueue's ``timeout=`` for the jobs just inserted (after them: each row references its job)."""
+    if limit is not None:
+        backend.set_timeouts(session, TimeoutsParams(job_ids=[p.job_id for p in prepared if not p.absorbed],
+                                                     timeout=limit))
 
 
 def enqueue_ids(
@@ -248,6 +262,7 @@ def enqueue_ids(
     priority: int | None = None,
     delay: timedelta | None = None,
     run_at: datetime | None = None,
+    timeout: timedelta | None = None,
     notify: bool = True,
 ) -> list[str]:
     """:func:`enqueue_many` returning only the job ids: one ``INSERT`` on the session's connection.
@@ -261,18 +276,22 @@ def enqueue_ids(
     ids, an absorbed task's being its target's.
     """
     when = When.check(delay, run_at)
+    limit = check_timeout(timeout)
     prepared = _prepare_many(registry, tasks, priority)
     if not prepared:
         return []
     backend = backend_for(models)
     if any(p.dedup_key is not None for p in prepared):
         siblings = _decide(models, backend, session, prepared)
-        return [job.id for job in _write(models, backend, session, prepared, siblings, when, notify)]
+        jobs = _write(models, backend, session, prepared, siblings, when, notify)
+        _limit(backend, session, prepared, limit)
+        return [job.id for job in jobs]
     rows = NewJobColumns(ids=[p.job_id for p in prepared], kinds=[p.kind for p in prepared],
                          payloads=[p.payload for p in prepared], priorities=[p.priority for p in prepared],
                          dedup_keys=[None] * len(prepared))
     backend.insert_rows(session, InsertParams(jobs=rows, delay=when.delay, run_at=when.run_at,
                                               notify_channel=models.names.channel if notify else None))
+    _limit(backend, session, prepared, limit)
     return list(rows.ids)
 
 
@@ -300,13 +319,14 @@ def _write(models: Models, backend: Backend, session: Session, prepared: list[_P
 
 
 def build_job(models: Models, registry: Registry, task: Task, *, priority: object = None, delay: object = None,
-              run_at: object = None) -> JobBase:
+              run_at: object = None, timeout: object = None) -> JobBase:
     """An unsaved, validated ``Job`` for ``task``, for the caller to ``session.add``; touches no session.
 
     Validated exactly as :func:`enqueue_many` validates (kind, payload,
-    priority, delay/run_at).  Its times come from the database clock at its
-    INSERT.  A task with a dedup key is refused: its merge needs the session,
-    so it must go through ``queue.enqueue``.
+    priority, delay/run_at, timeout); a ``timeout`` rides along as the job's
+    ``time_limit`` row, inserted by the same flush.  Its times come from the
+    database clock at its INSERT.  A task with a dedup key is refused: its
+    merge needs the session, so it must go through ``queue.enqueue``.
     """
     when = When.check(delay, run_at)
     p = _prepare(registry, task, priority)
@@ -315,6 +335,10 @@ def build_job(models: Models, registry: Registry, task: Task, *, priority: objec
             f"{type(task).__name__} has a dedup key ({p.dedup_key!r}): its merge with a pending sibling needs "
             "the session, so use queue.enqueue(session, task) instead of queue.job(...)"
         )
-    return models.Job(id=p.job_id, kind=p.kind, payload=p.payload, priority=p.priority,
-                      status="pending", run_count=0, failure_count=0, created_at=enqueue_time(),
-                      visible_at=visible_time(when.delay, when.run_at))
+    limit = check_timeout(timeout)
+    job = models.Job(id=p.job_id, kind=p.kind, payload=p.payload, priority=p.priority,
+                     status="pending", run_count=0, failure_count=0, created_at=enqueue_time(),
+                     visible_at=visible_time(when.delay, when.run_at))
+    if limit is not None:
+        job.time_limit = models.JobTimeout(timeout=limit)
+    return job

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -35,6 +35,7 @@ from venturi_sa.prefix import Names
 from venturi_sa.states import OUTCOMES, STATUSES, Status
 
 NORMAL_PRIORITY = 1
+T = TypeVar("T")
 
 
 def new_job_id() -> str:
@@ -118,6 +119,8 @@ class JobBase:
     dedup_key: Mapped[str | None]
 
     if TYPE_CHECKING:
+        time_limit: Mapped[JobTimeoutBase | None]
+        """The job's own time limit row (``<prefix>_timeouts``), saved with the job; None: its task's."""
 
         def __init__(self, **columns: Any) -> None: ...
 
@@ -225,6 +228,21 @@ class CancelRequestBase:
         return f"<CancelRequest {self.job_id} run {self.run_no} by {self.actor}>"
 
 
+class JobTimeoutBase:
+    """Columns of every prefix's ``JobTimeout`` class: one job's own time limit (overrides ``Task.timeout``)."""
+
+    __venturi_prefix__: str
+    job_id: Mapped[str]
+    timeout: Mapped[timedelta]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<JobTimeout {self.job_id} {self.timeout}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -236,6 +254,7 @@ class Models:
     Fire: type[FireRowBase]
     Pause: type[PauseBase]
     CancelRequest: type[CancelRequestBase]
+    JobTimeout: type[JobTimeoutBase]
 
     @property
     def names(self) -> Names:
@@ -266,10 +285,14 @@ class Models:
         return cast(sa.Table, self.CancelRequest.__table__)  # type: ignore[attr-defined]
 
     @property
+    def timeouts_table(self) -> sa.Table:
+        return cast(sa.Table, self.JobTimeout.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table)
+                self.cancels_table, self.timeouts_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -451,14 +474,28 @@ def _cancels_columns() -> dict[str, Any]:
     }
 
 
-def _control_classes(prefix: str, names: Names, base: Any) -> tuple[type[PauseBase], type[CancelRequestBase]]:
-    """The runtime-control tables' classes (migration v5)."""
-    pause_ns: dict[str, Any] = {"__tablename__": names.pauses, "__table_args__": _pauses_args(names),
-                                "__venturi_prefix__": prefix, **_pauses_columns()}
-    cancel_ns: dict[str, Any] = {"__tablename__": names.cancels, "__table_args__": _cancels_args(names),
-                                 "__venturi_prefix__": prefix, **_cancels_columns()}
-    return (type(_class_name(prefix, "Pause"), (PauseBase, base), pause_ns),
-            type(_class_name(prefix, "CancelRequest"), (CancelRequestBase, base), cancel_ns))
+def _timeouts_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("job_id", name=conv(n.index("timeouts_pkey"))),
+        sa.CheckConstraint("timeout > interval '0'", name=conv(n.index("timeouts_timeout_check")))
+        .ddl_if(dialect="postgresql"),  # SQLite has no interval literal
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("timeouts_job_id_fkey"))),
+    )
+
+
+def _timeouts_columns() -> dict[str, Any]:
+    return {
+        "job_id": mapped_column(sa.Text),
+        "timeout": mapped_column(sa.Interval, nullable=False),
+    }
+
+
+def _table_class(prefix: str, base: Any, mixin: type[T], name: str, table: str, args: tuple[Any, ...],
+                 namespace: dict[str, Any]) -> type[T]:
+    """The mapped class ``<Prefix><name>_<prefix>`` of ``table``: ``mixin`` (its typing aid) on ``base``."""
+    body = {"__tablename__": table, "__table_args__": args, "__venturi_prefix__": prefix, **namespace}
+    return cast("type[T]", type(_class_name(prefix, name), (mixin, base), body))
 
 
 def _foreign_metadata(base: Any) -> sa.MetaData | None:
@@ -472,7 +509,7 @@ def _foreign_metadata(base: Any) -> sa.MetaData | None:
 
 
 def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.MetaData | None = None) -> Models:
-    """Return the mapped ``Job``, ``JournalEntry``, ``Schedule`` and ``Fire`` classes for ``prefix``.
+    """Return the mapped classes of ``prefix``'s tables (``Job``, ``JournalEntry`` and the feature tables).
 
     With ``base`` (the application's declarative base) the tables join the
     application's ``MetaData``, so its Alembic autogenerate sees them.  A
@@ -507,29 +544,22 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
         base = _private_base()
     else:
         setattr(base, _ON_BASE, registry)
-    job_ns: dict[str, Any] = {
-        "__tablename__": names.jobs,
-        "__table_args__": _jobs_args(names),
-        "__venturi_prefix__": prefix,
+    n = names
+    timeout_cls = _table_class(prefix, base, JobTimeoutBase, "JobTimeout", n.timeouts, _timeouts_args(n),
+                               _timeouts_columns())
+    job_cls = _table_class(prefix, base, JobBase, "Job", n.jobs, _jobs_args(n), {
         **_job_columns(),
-    }
-    job_cls = type(_class_name(prefix, "Job"), (JobBase, base), job_ns)
-    journal_ns: dict[str, Any] = {
-        "__tablename__": names.journal,
-        "__table_args__": _journal_args(names),
-        "__venturi_prefix__": prefix,
-        **_journal_columns(),
-        "job": relationship(job_cls, viewonly=True),
-    }
-    journal_cls = type(_class_name(prefix, "JournalEntry"), (JournalEntryBase, base), journal_ns)
-    schedule_cls = type(_class_name(prefix, "Schedule"), (ScheduleRowBase, base), {
-        "__tablename__": names.schedules, "__table_args__": _schedules_args(names),
-        "__venturi_prefix__": prefix, **_schedule_columns()})
-    fire_cls = type(_class_name(prefix, "Fire"), (FireRowBase, base), {
-        "__tablename__": names.fires, "__table_args__": _fires_args(names),
-        "__venturi_prefix__": prefix, **_fire_columns()})
-    pause_cls, cancel_cls = _control_classes(prefix, names, base)
+        # saved with a new job (queue.job(..., timeout=)); deleted by the database's ON DELETE CASCADE
+        "time_limit": relationship(timeout_cls, uselist=False, passive_deletes=True)})
+    journal_cls = _table_class(prefix, base, JournalEntryBase, "JournalEntry", n.journal, _journal_args(n),
+                               {**_journal_columns(), "job": relationship(job_cls, viewonly=True)})
+    schedule_cls = _table_class(prefix, base, ScheduleRowBase, "Schedule", n.schedules, _schedules_args(n),
+                                _schedule_columns())
+    fire_cls = _table_class(prefix, base, FireRowBase, "Fire", n.fires, _fires_args(n), _fire_columns())
+    pause_cls = _table_class(prefix, base, PauseBase, "Pause", n.pauses, _pauses_args(n), _pauses_columns())
+    cancel_cls = _table_class(prefix, base, CancelRequestBase, "CancelRequest", n.cancels, _cancels_args(n),
+                              _cancels_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
-                    Pause=pause_cls, CancelRequest=cancel_cls)
+                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls)
     registry[prefix] = models
     return models

@@ -84,6 +84,11 @@ class Names:
         return f"{self.prefix}_cancels"
 
     @property
+    def timeouts(self) -> str:
+        """Per-job time limits overriding ``Task.timeout`` (migration v6)."""
+        return f"{self.prefix}_timeouts"
+
+    @property
     def version_table(self) -> str:
         """The per-prefix Alembic version table."""
         return f"{self.prefix}_alembic_version"

@@ -126,45 +126,48 @@ class Queue:
         return wrap
 
     def job(self, task: Task, *, priority: int | None = None, delay: timedelta | None = None,
-            run_at: datetime | None = None) -> JobBase:
+            run_at: datetime | None = None, timeout: timedelta | None = None) -> JobBase:
         """An unsaved, validated ``Job`` for ``task``: ``session.add(queue.job(...))`` enqueues it.
 
         Validated as :meth:`enqueue` validates, touching no session; the
         flush that inserts it sends the queue's ``NOTIFY`` (delivered on
-        commit), and its times are the database clock at that INSERT.  A
-        task with a dedup key raises ``InvalidOption``: use :meth:`enqueue`,
-        whose merge needs the session.
+        commit), and its times are the database clock at that INSERT (a
+        ``timeout`` is inserted by the same flush).  A task with a dedup key
+        raises ``InvalidOption``: use :meth:`enqueue`, whose merge needs the session.
         """
         return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
-                                    run_at=run_at)
+                                    run_at=run_at, timeout=timeout)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
-                delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
+                delay: timedelta | None = None, run_at: datetime | None = None,
+                timeout: timedelta | None = None) -> JobBase:
         """Add one job to the caller's ``session`` and flush; never commits.
 
         Commit publishes the job and wakes idle workers; rollback discards it.
-        ``delay`` counts from this call on the database clock.  A task with a
+        ``delay`` counts from this call on the database clock.  ``timeout``
+        (a positive timedelta) is this job's own time limit, overriding its
+        task's ``timeout`` (stored beside it, in ``<prefix>_timeouts``).  A task with a
         dedup key may return an existing pending job instead, and needs a READ
         COMMITTED transaction (``UnsupportedIsolation`` otherwise).  Bad input
         raises with the session as it was.  Read ``job.id`` before the session
         closes.  An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
         """
         return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,
-                                 delay=delay, run_at=run_at)[0]
+                                 delay=delay, run_at=run_at, timeout=timeout)[0]
 
     @overload
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     ids_only: Literal[False] = False) -> list[JobBase]: ...
+                     timeout: timedelta | None = None, ids_only: Literal[False] = False) -> list[JobBase]: ...
 
     @overload
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     ids_only: Literal[True]) -> list[str]: ...
+                     timeout: timedelta | None = None, ids_only: Literal[True]) -> list[str]: ...
 
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     ids_only: bool = False) -> list[JobBase] | list[str]:
+                     timeout: timedelta | None = None, ids_only: bool = False) -> list[JobBase] | list[str]:
         """Add many jobs in one INSERT (which also sends one NOTIFY per kind); never commits.
 
         Every task is validated and every dedup merge decided before anything
@@ -181,15 +184,16 @@ class Queue:
         checked = require_session(session, "enqueue_many")
         if ids_only and not self.enqueue_hooks:
             return enqueueing.enqueue_ids(self.models, self.registry, checked, tasks, notify=self.notify,
-                                          priority=priority, delay=delay, run_at=run_at)
+                                          priority=priority, delay=delay, run_at=run_at, timeout=timeout)
         jobs = enqueueing.enqueue_many(self.models, self.registry, checked, tasks, notify=self.notify,
-                                       priority=priority, delay=delay, run_at=run_at)
+                                       priority=priority, delay=delay, run_at=run_at, timeout=timeout)
         for hook in self.enqueue_hooks:
             hook(session, jobs)
         return [job.id for job in jobs] if ids_only else jobs
 
     async def enqueue_async(self, session: AsyncSession, task: Task, *, priority: int | None = None,
-                            delay: timedelta | None = None, run_at: datetime | None = None) -> JobBase:
+                            delay: timedelta | None = None, run_at: datetime | None = None,
+                            timeout: timedelta | None = None) -> JobBase:
         """:meth:`enqueue` in the caller's ``AsyncSession`` (its transaction; never commits).
 
         Exactly the sync semantics, by the same code run through
@@ -201,30 +205,32 @@ class Queue:
         """
         checked = require_async_session(session, "enqueue_async")
         return (await self.enqueue_many_async(checked, [task], priority=priority, delay=delay,
-                                              run_at=run_at))[0]
+                                              run_at=run_at, timeout=timeout))[0]
 
     @overload
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
-                                 run_at: datetime | None = None,
+                                 run_at: datetime | None = None, timeout: timedelta | None = None,
                                  ids_only: Literal[False] = False) -> list[JobBase]: ...
 
     @overload
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
-                                 run_at: datetime | None = None, ids_only: Literal[True]) -> list[str]: ...
+                                 run_at: datetime | None = None, timeout: timedelta | None = None,
+                                 ids_only: Literal[True]) -> list[str]: ...
 
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
-                                 run_at: datetime | None = None,
+                                 run_at: datetime | None = None, timeout: timedelta | None = None,
                                  ids_only: bool = False) -> list[JobBase] | list[str]:
         """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees, ``ids_only`` too)."""
         checked = require_async_session(session, "enqueue_many_async")
 
         def run(sync: Session) -> list[JobBase] | list[str]:
             if ids_only:
-                return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, ids_only=True)
-            return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at)
+                return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at,
+                                         timeout=timeout, ids_only=True)
+            return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, timeout=timeout)
 
         return await checked.run_sync(run)
 

@@ -76,6 +76,13 @@ def check_priority(value: object, field: str = "priority") -> Priority:
         raise InvalidOption(f"{field} must be 0 (HIGH), 1 (NORMAL) or 2 (LOW), got {value!r}") from None
 
 
+def check_timeout(value: object, field: str = "timeout") -> timedelta | None:
+    """Return ``value`` if it is None or a positive ``timedelta``, else raise ``InvalidOption`` naming ``field``."""
+    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+        raise InvalidOption(f"{field} must be None or a positive timedelta, got {value!r}")
+    return value
+
+
 class Task:
     """Base class of every task type.  Subclasses set ``KIND`` and ``Payload``.
 
@@ -197,8 +204,7 @@ def _check_policy(cls: type[Task]) -> None:
         raise InvalidOption(f"{cls.__name__}.lease must be a timedelta of at least 1 second")
     if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
-    if cls.timeout is not None and (not isinstance(cls.timeout, timedelta) or cls.timeout <= timedelta(0)):
-        raise InvalidOption(f"{cls.__name__}.timeout must be None or a positive timedelta")
+    check_timeout(cls.timeout, f"{cls.__name__}.timeout")
 
 
 POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule")

@@ -1,5 +1,6 @@
-"""Conformance of the runtime-control verbs: pause_kind, resume_kind, pauses, cancel, cancel_candidates,
-edit_pending, explain_facts, the paused-kind filter of claim and the cancel requests of renew.
+"""Conformance of the runtime-control verbs: pause_kind, resume_kind, pauses, pause_of, cancel,
+cancel_candidates, edit_pending, explain_facts, set_timeouts, timeout_of, the paused-kind filter of claim
+(kinds and kind patterns), the time limit claim returns and the cancel requests of renew.
 
 Per sync driver and per runner kind (an ORM Session or a Core Connection),
 in transactions the tests open; rows are built with the factories.
@@ -19,6 +20,7 @@ from venturi_sa import Models
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.params import ClaimParams, Fence, RenewParams, Runner
+from venturi_sa.storage.timeouts import TimeoutsParams
 
 MINUTE = timedelta(minutes=1)
 
@@ -121,3 +123,31 @@ def test_explain_facts(backend: Backend, runner: OpenRunner, engine: sa.Engine, 
         assert facts.job is not None and facts.ahead == 1 and facts.pause is None and not facts.recent_activity
         assert backend.explain_facts(r, "nope", timedelta(minutes=10)).job is None
         assert backend.explain_facts(r, first.id, timedelta(minutes=10)).ahead == 0
+
+
+def test_a_kind_pattern_pause_and_the_pause_of_a_kind(backend: Backend, runner: OpenRunner,
+                                                      engine: sa.Engine, models: Models) -> None:
+    held, free = build(engine, models, kind="mail.smtp"), build(engine, models, kind="mailer")
+    with runner() as r:
+        backend.pause_kind(r, PauseParams(kind="mail.*", actor="ops"))
+        backend.pause_kind(r, PauseParams(kind="mail.smtp", actor="ops"))
+        assert [j.id for j in backend.claim(r, claim_params(["mail.smtp", "mailer"]))] == [free.id]
+        own = backend.pause_of(r, "mail.smtp")
+        pattern = backend.pause_of(r, "mail.imap")
+        assert own is not None and own.kind == "mail.smtp" and pattern is not None and pattern.kind == "mail.*"
+        assert backend.pause_of(r, "mailer") is None
+    with runner() as r:
+        backend.resume_kind(r, ResumeParams(kind="mail.smtp", actor="ops"))
+        backend.resume_kind(r, ResumeParams(kind="mail.*", actor="ops"))
+        assert [j.id for j in backend.claim(r, claim_params(["mail.smtp"]))] == [held.id]
+
+
+def test_a_job_time_limit_is_stored_and_claimed_with_the_job(backend: Backend, runner: OpenRunner,
+                                                             engine: sa.Engine, models: Models) -> None:
+    own, plain = build(engine, models, kind="t"), build(engine, models, kind="t")
+    with runner() as r:
+        backend.set_timeouts(r, TimeoutsParams(job_ids=[own.id], timeout=MINUTE))
+        assert backend.timeout_of(r, own.id) == MINUTE and backend.timeout_of(r, plain.id) is None
+    with runner() as r:
+        claimed = {j.id: j.timeout for j in backend.claim(r, claim_params(["t"]))}
+    assert claimed == {own.id: MINUTE, plain.id: None}

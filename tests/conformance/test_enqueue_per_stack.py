@@ -2,7 +2,7 @@
 
 The application's session (``stack_kit.AppSession``: a ``Session``, or an
 ``AsyncSession`` with ``enqueue_async``) is where jobs are added: commit
-publishes them and sends the queue's ``NOTIFY``, rollback leaves nothing,
+publishes them (with an enqueue's time limit) and sends the queue's ``NOTIFY``, rollback leaves nothing,
 and two processes enqueueing one dedup key end with one job.  The two
 combinations no driver offers are refused when built.
 """
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,17 @@ def test_ids_only_commit_publishes_and_notifies_rollback_discards(app_engine: An
     with engine.connect() as conn:
         stored = set(conn.execute(sa.select(models.Job.id)).scalars())
     assert kept[2] == kept[3] and stored == set(kept)
+
+
+def test_an_enqueue_time_limit_commits_with_its_job(app_engine: Any, engine: sa.Engine, models: Any) -> None:
+    jobs = Queue(models, [Plain])
+    session = AppSession(app_engine)
+    try:
+        job_id = session.enqueue(jobs, Plain(), timeout=timedelta(seconds=90))
+        session.commit()
+    finally:
+        session.close()
+    assert jobs.get_job(engine, job_id).timeout == timedelta(seconds=90)
 
 
 def advisory_waiters(engine: sa.Engine) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from control_kit import watched
 from marshmallow import Schema, fields
 from queue_kit import running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
@@ -127,9 +128,7 @@ def test_cancel_a_running_sync_handler(engine: sa.Engine, models: Any, setup: tu
                                        listen: bool) -> None:
     """Delivered by NOTIFY, or by the next lease renewal alone; the session work is rolled back."""
     queue, table = setup
-    events = Events()
-    worker = Worker(queue, engine, concurrency=2, poll_interval=0.2, listen=listen, on_event=events)
-    with running(worker):
+    with watched(queue, engine, concurrency=2, listen=listen) as events:
         [job_id] = enqueue(engine, queue, queue.registry.get("hold")())
         assert flags.event(job_id).wait(WAIT)
         asked = time.monotonic()
@@ -148,8 +147,7 @@ def test_cancel_a_running_sync_handler(engine: sa.Engine, models: Any, setup: tu
 def test_a_handler_that_ignores_the_cancel_still_ends_cancelled(engine: sa.Engine, models: Any,
                                                                 setup: tuple[Queue, str], flags: Flags) -> None:
     queue, table = setup
-    events = Events()
-    with running(Worker(queue, engine, concurrency=1, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine) as events:
         [job_id] = enqueue(engine, queue, queue.registry.get("hold")(obey=False))
         assert flags.event(job_id).wait(WAIT)
         queue.cancel(engine, job_id)
@@ -162,8 +160,7 @@ def test_a_handler_that_ignores_the_cancel_still_ends_cancelled(engine: sa.Engin
 def test_cancel_a_running_async_handler_cancels_its_task(engine: sa.Engine, models: Any,
                                                          setup: tuple[Queue, str], flags: Flags) -> None:
     queue, table = setup
-    events = Events()
-    with running(Worker(queue, engine, concurrency=1, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine) as events:
         [job_id] = enqueue(engine, queue, queue.registry.get("hold_async")())
         assert flags.event(job_id).wait(WAIT)
         queue.cancel(engine, job_id, "async stop")
@@ -205,7 +202,6 @@ def test_cancel_racing_completion_records_exactly_one_outcome(engine: sa.Engine,
     """Cancels of every job while a worker completes them: each job ends once, fenced, never both."""
     queue, table = setup
     ids = enqueue(engine, queue, *[queue.registry.get("quick")() for _ in range(40)])
-    events = Events()
     results: dict[str, str] = {}
 
     def cancel_all() -> None:
@@ -215,7 +211,7 @@ def test_cancel_racing_completion_records_exactly_one_outcome(engine: sa.Engine,
             except InvalidTransition:
                 results[job_id] = "too late"
 
-    with running(Worker(queue, engine, concurrency=4, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine, concurrency=4):
         canceller = threading.Thread(target=cancel_all)
         canceller.start()
         canceller.join(WAIT)

@@ -1,8 +1,9 @@
-"""``venturi jobs cancel|why|edit|retry-now``, ``venturi pause|resume|pauses`` against a real database."""
+"""``venturi jobs cancel|why|edit|retry-now|show``, ``venturi pause|resume|pauses`` against a real database."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -66,3 +67,11 @@ def test_pause_resume_and_list(db: list[str]) -> None:
     fails(run("resume", *db, "mail"), "not paused")
     assert "no kind is paused" in ok(run("pauses", *db)).stdout
     assert "mail" in ok(run("pauses", *db, "--all")).stdout
+
+
+def test_show_and_why_print_an_enqueue_time_limit(db: list[str], engine: sa.Engine, models: Any) -> None:
+    queue = Queue(models, [Plain])
+    [job_id] = enqueue(engine, queue, Plain(), timeout=timedelta(minutes=2))
+    assert "time limit:    2m" in ok(run("jobs", "show", *db, job_id)).stdout
+    assert as_json(run("jobs", "show", *db, job_id, "--json"))["job"]["timeout"] == 120.0
+    assert "time limit: 120s" in ok(run("jobs", "why", *db, job_id)).stdout

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta, timezone
+from threading import Event
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from control_kit import watched
 from marshmallow import Schema, fields
-from queue_kit import drain, running
-from worker_kit import WAIT, Events, enqueue, job_row, journal
+from queue_kit import drain
+from worker_kit import WAIT, enqueue, job_row, journal
 
-from venturi_sa import JobContext, Queue, Retry, Task, Worker
+from venturi_sa import JobContext, Queue, Retry, Task
 from venturi_sa.errors import InvalidOption, InvalidPayload, InvalidTransition
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +23,7 @@ class Order(Schema):
     order_id = fields.Integer(required=True)
 
 
-def make_queue(models: Any, gate: threading.Event | None = None) -> Queue:
+def make_queue(models: Any, gate: Event | None = None) -> Queue:
     class Receipt(Task):
         KIND = "receipt"
         Payload = Order
@@ -68,11 +69,9 @@ def test_bad_edits_write_nothing(engine: sa.Engine, models: Any) -> None:
     assert job_row(engine, models, job_id) == before and journal(engine, models, job_id) == []
 
 
-def test_edits_of_running_and_finished_jobs_are_refused(engine: sa.Engine, models: Any) -> None:
-    gate = threading.Event()
+def test_edits_of_running_and_finished_jobs_are_refused(engine: sa.Engine, models: Any, gate: Event) -> None:
     queue = make_queue(models, gate)
-    events = Events()
-    with running(Worker(queue, engine, concurrency=1, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine) as events:
         [job_id] = enqueue(engine, queue, queue.registry.get("receipt")(order_id=1))
         events.wait_for("claimed", job_id=job_id)
         with pytest.raises(InvalidTransition, match="it is claimed, and only pending jobs can be edited"):

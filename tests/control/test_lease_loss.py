@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from queue_kit import running, side_rows, side_table, side_write
-from worker_kit import WAIT, Events, enqueue, journal
+from control_kit import watched
+from queue_kit import side_rows, side_table, side_write
+from worker_kit import WAIT, enqueue, journal
 
-from venturi_sa import JobContext, Queue, Task, Worker
+from venturi_sa import JobContext, Queue, Task
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,9 +40,8 @@ def test_a_released_run_learns_it_lost_its_lease(engine: sa.Engine, models: Any,
                 lost.set()
 
     queue = Queue(models, [Long])
-    events = Events()
     caplog.set_level(logging.WARNING, logger="venturi_sa.worker")
-    with running(Worker(queue, engine, concurrency=2, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine, concurrency=2) as events:
         [job_id] = enqueue(engine, queue, Long())
         assert started.wait(WAIT)
         queue.release(engine, job_id, "worker looked stuck", actor="ops")  # the claim is gone

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import threading
+import json
+import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from threading import Event
 from typing import Any
 
 import control_app
 import pytest
 import sqlalchemy as sa
-from control_kit import side
+from control_kit import noop_tasks, side, watched
 from marshmallow import Schema, fields
-from queue_kit import drain, running, wait_until
-from worker_kit import WAIT, Events, enqueue, job_row
+from queue_kit import drain, wait_until
+from worker_kit import WAIT, enqueue, job_row
 
-from venturi_sa import JobContext, Queue, Task, Worker
+from venturi_sa import JobContext, Queue, Task
 from venturi_sa.errors import InvalidOption, InvalidTransition
+from venturi_sa.storage.claim import explain_claim
+from venturi_sa.storage.params import ClaimParams
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,7 +29,7 @@ class WaitPayload(Schema):
     wait = fields.Boolean(load_default=False)
 
 
-def make_queue(models: Any, gate: threading.Event | None = None) -> Queue:
+def make_queue(models: Any, gate: Event | None = None) -> Queue:
     class A(Task):
         KIND = "a"
         Payload = WaitPayload
@@ -33,13 +38,7 @@ def make_queue(models: Any, gate: threading.Event | None = None) -> Queue:
             if gate is not None and self.payload.get("wait"):
                 assert gate.wait(WAIT)
 
-    class B(Task):
-        KIND = "b"
-
-        def run(self, ctx: JobContext) -> None:
-            pass
-
-    return Queue(models, [A, B])
+    return Queue(models, [A, *noop_tasks("b")])
 
 
 def statuses(engine: sa.Engine, models: Any, ids: list[str]) -> list[str]:
@@ -86,22 +85,19 @@ def test_pausing_the_whole_queue_and_pausing_again_replaces_the_pause(engine: sa
 def test_a_pause_with_an_end_resumes_by_itself(engine: sa.Engine, models: Any) -> None:
     """A running worker claims the job once ``until`` passes (polling; no resume call)."""
     queue = make_queue(models)
-    info = queue.pause(engine, "a", reason="short", delay=timedelta(seconds=1))
+    info = queue.pause(engine, "a", reason="short", delay=timedelta(seconds=3))  # outlasts a loaded drain
     assert info.resume_at is not None
     [job_id] = enqueue(engine, queue, queue.registry.get("a")())
     assert drain(queue, engine) == 0
-    events = Events()
-    with running(Worker(queue, engine, poll_interval=0.2, on_event=events)):
-        at, _ = events.wait_for("finished", job_id=job_id)
+    with watched(queue, engine) as events:
+        events.wait_for("finished", job_id=job_id)
     assert job_row(engine, models, job_id).finished_at >= info.resume_at
     assert queue.pauses(engine) == []
 
 
-def test_in_flight_runs_finish_when_their_kind_is_paused(engine: sa.Engine, models: Any) -> None:
-    gate = threading.Event()
+def test_in_flight_runs_finish_when_their_kind_is_paused(engine: sa.Engine, models: Any, gate: Event) -> None:
     queue = make_queue(models, gate)
-    events = Events()
-    with running(Worker(queue, engine, concurrency=2, poll_interval=0.2, on_event=events)):
+    with watched(queue, engine, concurrency=2) as events:
         [first] = enqueue(engine, queue, queue.registry.get("a")(wait=True))
         events.wait_for("claimed", job_id=first)
         queue.pause(engine, "a", reason="drain")
@@ -148,3 +144,79 @@ def test_a_pause_holds_across_worker_process_restarts(engine: sa.Engine, models:
 
 def wait_for_rows(engine: sa.Engine, prefix: str, job_id: str, table: str = "side") -> None:
     wait_until(lambda: side(engine, prefix, table, job_id), what=f"a {table} row of {job_id}")
+
+
+KINDS = ("reports.daily", "reports.weekly", "reportsx", "rep_rt.a", "repXrt.a", "mail")
+
+
+def test_a_kind_pattern_pauses_every_kind_it_starts_and_coexists_with_exact_pauses(
+        engine: sa.Engine, models: Any) -> None:
+    queue = Queue(models, noop_tasks(*KINDS))
+    jobs = dict(zip(KINDS, enqueue(engine, queue, *(queue.registry.get(k)() for k in KINDS)), strict=True))
+    queue.pause(engine, "reports.*", reason="bad report deploy", actor="ops")
+    queue.pause(engine, "reports.daily", reason="its own reason", actor="ops")
+    queue.pause(engine, "rep_rt*", reason="literal prefix")  # '_' is no wildcard: repXrt.a runs
+    assert drain(queue, engine) == 3
+    assert statuses(engine, models, list(jobs.values())) == ["pending", "pending", "completed", "pending",
+                                                            "completed", "completed"]
+    why = queue.explain(engine, jobs["reports.weekly"])
+    assert why.codes[0] == "paused" and "kind 'reports.weekly' is paused by the pattern 'reports.*'" in str(why)
+    assert "is paused by ops" in str(queue.explain(engine, jobs["reports.daily"]))  # its own pause first
+    with pytest.raises(InvalidTransition, match="held by the pause of 'reports.[*]', resume that"):
+        queue.resume(engine, "reports.weekly")
+    queue.resume(engine, "reports.*")
+    assert drain(queue, engine) == 1  # reports.weekly; reports.daily keeps its own pause
+    assert statuses(engine, models, [jobs["reports.daily"], jobs["reports.weekly"]]) == ["pending", "completed"]
+    queue.resume(engine, "reports.daily")
+    queue.resume(engine, "rep_rt*")
+    assert drain(queue, engine) == 2 and queue.pauses(engine) == []
+
+
+def test_kind_patterns_are_checked_before_anything_is_written(engine: sa.Engine, models: Any) -> None:
+    queue = Queue(models, noop_tasks("a"))
+    for bad in ("a*b", "**", "reports.**", "*reports", "re*ports.*"):
+        with pytest.raises(InvalidOption, match=f"kind pattern '{re.escape(bad)}': '[*]' may only end it"):
+            queue.pause(engine, bad, reason="x")
+        with pytest.raises(InvalidOption, match="may only end it"):
+            queue.resume(engine, bad)
+    with pytest.raises(InvalidOption, match="neither a kind nor a kind pattern"):
+        queue.pause(engine, "two words*", reason="x")
+    assert pause_rows(engine, models) == []
+
+
+def test_the_claim_reads_the_pauses_once_per_claim(engine: sa.Engine, models: Any) -> None:
+    """``EXPLAIN ANALYZE``: the pause lookup (exact kinds and patterns) is an InitPlan run once, whatever the
+    number of rows the claim scans, and the claim still walks the partial claim index."""
+    jobs = models.jobs_table
+    with engine.begin() as conn:
+        conn.execute(sa.insert(jobs), [{"id": f"{n:026d}", "kind": f"k{n % 4}", "payload": {},
+                                        "priority": n % 3} for n in range(20000)])
+        conn.execute(sa.text(f"ANALYZE {jobs.name}"))
+    queue = Queue(models)
+    for kind in ("k1", "k*", "other.*", "xy"):
+        queue.pause(engine, kind, reason="plan")
+    queue.resume(engine, "k*")  # k1 stays paused by its own pause: the claim takes k2 jobs only
+    params = ClaimParams(worker_id="explain:1", kinds=["k1", "k2"], limit=10, leases={},
+                         default_lease=timedelta(seconds=60))
+    with engine.connect() as conn:
+        [plan] = json.loads(explain_claim(conn, models, params, analyze=True))
+        conn.rollback()
+    nodes = list(walk(plan["Plan"]))
+    pause_scans = [(node, path) for node, path in nodes if node.get("Relation Name") == models.pauses_table.name]
+    assert pause_scans, plan
+    for _node, path in pause_scans:
+        init = [n for n in path if n.get("Parent Relationship") == "InitPlan"]
+        assert init and init[-1]["Actual Loops"] == 1, plan  # inside an InitPlan, evaluated once
+        assert not [n for n in path if n.get("Parent Relationship") == "SubPlan"], plan  # never per row
+    [update] = [n for n, _ in nodes if n.get("Operation") == "Update"]
+    assert update["Actual Rows"] == 10, plan
+    assert any(str(n.get("Index Name", "")).startswith(f"{jobs.name}_claim") for n, _ in nodes), plan
+
+
+def walk(node: dict[str, Any], path: tuple[dict[str, Any], ...] = ()) -> Iterator[tuple[dict[str, Any],
+                                                                                        tuple[dict[str, Any], ...]]]:
+    """Every plan node with the nodes above it (itself last)."""
+    here = (*path, node)
+    yield node, here
+    for child in node.get("Plans", ()):
+        yield from walk(child, here)

@@ -20,7 +20,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+import alembic_venturi
 from alembic_venturi.bodies import render_body
+from venturi_sa import make_models
 
 TOKEN = "{{prefix}}"
 SEED_DDL = (Path(__file__).parent / "seed_ddl.sql").read_text(encoding="utf-8")
@@ -75,6 +77,7 @@ def _normalizer(prefix: str) -> Callable[[Any], Any]:
 SEED_TABLES = ("jobs", "journal")
 PERIODIC_TABLES = ("schedules", "fires")  # migration v4
 CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
+TIMEOUT_TABLES = ("timeouts",)  # migration v6: per-job time limits
 
 
 def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,
@@ -108,6 +111,16 @@ def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...
         return collect(bind)
     with bind.connect() as conn:
         return collect(conn)
+
+
+def migrated_and_mapped(engine: sa.Engine, prefix: str, names: tuple[str, ...],
+                        identity_table: str = "journal") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The catalogs of tables ``names``: ``prefix`` migrated to head, then a prefix as long made by ``create_all``."""
+    mapped = f"m{prefix}"[: len(prefix)]
+    alembic_venturi.upgrade(engine, prefix)
+    make_models(mapped).metadata.create_all(engine)
+    return (snapshot(engine, prefix, names, identity_table=identity_table),
+            snapshot(engine, mapped, names, identity_table=identity_table))
 
 
 def run_sql(engine: sa.Engine, sql: str, autocommit: bool = False) -> None:

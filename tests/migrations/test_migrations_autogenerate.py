@@ -138,6 +138,7 @@ def test_autogenerate_creates_the_seed_schema_then_finds_nothing(
     assert "op.create_table('shop_schedules'" in first and "op.create_table('shop_fires'" in first
     assert "postgresql_where=sa.text('NOT paused AND removed_at IS NULL')" in first
     assert "op.create_table('shop_pauses'" in first and "op.create_table('shop_cancels'" in first
+    assert "op.create_table('shop_timeouts'" in first and "sa.Interval()" in first
     assert "postgresql_where=sa.text('resumed_at IS NULL')" in first
     assert "op.create_table('orders'" in first
     assert "sa.Identity(always=True" in first
@@ -213,7 +214,7 @@ def test_compare_metadata_reports_nothing_for_the_mapped_classes(
 def test_filter_hooks_cover_tables_their_contents_and_the_version_table() -> None:
     venturi = alembic_venturi.exclude_venturi("shop", "billing")
     for table in ("shop_jobs", "shop_journal", "shop_schedules", "shop_fires", "shop_pauses", "shop_cancels",
-                  "shop_alembic_version",
+                  "shop_timeouts", "shop_alembic_version",
                   "billing_jobs"):
         assert not venturi.include_name(table, "table", {"schema_name": None})
     assert not venturi.include_name("shop_jobs_claim", "index", {"table_name": "shop_jobs"})

@@ -7,9 +7,13 @@ Each action is journaled with ``--actor`` (default ``$VENTURI_ACTOR``, else
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
 
 import click
+import sqlalchemy as sa
 
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.durations import Duration
@@ -20,6 +24,44 @@ from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.errors import InvalidTransition
 from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.queue import Queue
+
+
+class Printable(Protocol):
+    def as_dict(self) -> Any: ...
+
+
+R = TypeVar("R", bound=Printable)
+
+
+def act(dsn: str | None, prefix: str, as_json: bool, action: Callable[[Queue, sa.Engine], R],
+        text: Callable[[R], str]) -> R:
+    """Run ``action`` on the queue's engine, then print its result: ``as_dict()`` as JSON, or ``text(result)``
+    (nothing if that is empty)."""
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        result = action(queue, engine)
+    if as_json:
+        emit_json(result.as_dict())
+    elif shown := text(result):
+        click.echo(shown)
+    return result
+
+
+@dataclass
+class CancelReport:
+    """What ``jobs cancel`` did: the jobs cancelled (or asked to stop) and one error per ID that could not be."""
+
+    done: list[Cancelled] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cancelled": [c.as_dict() for c in self.done], "errors": self.problems}
+
+    def text(self) -> str:
+        verbs = {"cancelled": "cancelled (dead)"}
+        lines = [f"job {c.job_id} ({c.kind}): {verbs.get(c.result, 'cancel requested (running)')}" for c in self.done]
+        return "\n".join(lines) if lines or self.problems else "no job to cancel"
 
 
 @jobs.command("cancel")
@@ -37,27 +79,19 @@ def cancel(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor:
     """
     if bool(job_ids) == bool(kind):
         raise click.UsageError("give job IDs or --kind, not both or neither")
-    queue = bare_queue(prefix)
-    done: list[Cancelled] = []
-    problems: list[str] = []
-    with opened(dsn, prefix) as engine:
-        if kind is not None:
-            done = queue.cancel_kind(engine, kind, note, actor=actor)
+
+    def cancel_all(queue: Queue, engine: sa.Engine) -> CancelReport:
+        report = CancelReport(done=queue.cancel_kind(engine, kind, note, actor=actor) if kind is not None else [])
         for job_id in job_ids:
             try:
-                done.append(queue.cancel(engine, job_id, note, actor=actor))
+                report.done.append(queue.cancel(engine, job_id, note, actor=actor))
             except (InvalidTransition, LookupError) as exc:
-                problems.append(str(exc))
-    if as_json:
-        emit_json({"cancelled": [c.as_dict() for c in done], "errors": problems})
-    else:
-        for c in done:
-            verb = "cancelled (dead)" if c.result == "cancelled" else "cancel requested (running)"
-            click.echo(f"job {c.job_id} ({c.kind}): {verb}")
-        if not done and not problems:
-            click.echo("no job to cancel")
-    if problems:
-        raise CliError("; ".join(problems))
+                report.problems.append(str(exc))
+        return report
+
+    report = act(dsn, prefix, as_json, cancel_all, CancelReport.text)
+    if report.problems:
+        raise CliError("; ".join(report.problems))
 
 
 @jobs.command("why")
@@ -65,13 +99,7 @@ def cancel(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor:
 @click.argument("job_id", metavar="ID")
 def why(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
     """Say why a job is not running: scheduled, in backoff, paused, behind others, no worker, claimed, dead."""
-    queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
-        explanation = queue.explain(engine, job_id)
-    if as_json:
-        emit_json(explanation.as_dict())
-    else:
-        click.echo(str(explanation))
+    act(dsn, prefix, as_json, lambda queue, engine: queue.explain(engine, job_id), str)
 
 
 @jobs.command("edit")
@@ -89,14 +117,9 @@ def edit(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: s
 
     Payload edits need the task's schema: use ``queue.edit(engine, id, payload=...)`` in the application.
     """
-    queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
-        job = queue.edit(engine, job_id, priority=priority, run_at=run_at, delay=delay, run_now=run_now,
-                         note=note, actor=actor)
-    if as_json:
-        emit_json(job.as_dict())
-    else:
-        click.echo(f"job {job.id} ({job.kind}): priority {job.priority}, visible at {job.visible_at.isoformat()}")
+    act(dsn, prefix, as_json, lambda queue, engine: queue.edit(
+        engine, job_id, priority=priority, run_at=run_at, delay=delay, run_now=run_now, note=note, actor=actor),
+        lambda job: f"job {job.id} ({job.kind}): priority {job.priority}, visible at {job.visible_at.isoformat()}")
 
 
 @jobs.command("retry-now")
@@ -106,13 +129,8 @@ def edit(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: s
 @click.argument("job_id", metavar="ID")
 def retry_now(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, job_id: str) -> None:
     """Make a pending job in backoff (or scheduled for later) eligible now."""
-    queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
-        job = queue.retry_now(engine, job_id, note, actor=actor)
-    if as_json:
-        emit_json(job.as_dict())
-    else:
-        click.echo(f"job {job.id} ({job.kind}): eligible now")
+    act(dsn, prefix, as_json, lambda queue, engine: queue.retry_now(engine, job_id, note, actor=actor),
+        lambda job: f"job {job.id} ({job.kind}): eligible now")
 
 
 def _pause_line(p: PauseInfo) -> str:
@@ -129,17 +147,14 @@ def _pause_line(p: PauseInfo) -> str:
 @click.argument("kind", metavar="KIND")
 def pause(dsn: str | None, prefix: str, as_json: bool, actor: str, reason: str, until: datetime | None,
           delay: timedelta | None, kind: str) -> None:
-    """Stop every worker from claiming jobs of KIND ("*": every kind); running jobs finish.
+    """Stop every worker from claiming jobs of KIND; running jobs finish.
 
-    Persisted: it holds across worker restarts until `venturi resume KIND` or --until/--for.
+    KIND may be a pattern: "reports.*" pauses every kind starting with
+    "reports.", "*" every kind (quote it for the shell).  Persisted: it holds
+    across worker restarts until `venturi resume KIND` or --until/--for.
     """
-    queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
-        info = queue.pause(engine, kind, reason=reason, until=until, delay=delay, actor=actor)
-    if as_json:
-        emit_json(info.as_dict())
-    else:
-        click.echo(_pause_line(info))
+    act(dsn, prefix, as_json, lambda queue, engine: queue.pause(
+        engine, kind, reason=reason, until=until, delay=delay, actor=actor), _pause_line)
 
 
 @cli.command("resume")
@@ -147,14 +162,9 @@ def pause(dsn: str | None, prefix: str, as_json: bool, actor: str, reason: str, 
 @actor_option
 @click.argument("kind", metavar="KIND")
 def resume(dsn: str | None, prefix: str, as_json: bool, actor: str, kind: str) -> None:
-    """End KIND's pause now; idle workers are woken."""
-    queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
-        info = queue.resume(engine, kind, actor=actor)
-    if as_json:
-        emit_json(info.as_dict())
-    else:
-        click.echo(f"{kind}: resumed by {actor} (was paused by {info.actor}: {info.reason or 'no reason'})")
+    """End KIND's pause now (a pattern's pause: give the same pattern); idle workers are woken."""
+    act(dsn, prefix, as_json, lambda queue, engine: queue.resume(engine, kind, actor=actor),
+        lambda info: f"{kind}: resumed by {actor} (was paused by {info.actor}: {info.reason or 'no reason'})")
 
 
 @cli.command("pauses")

@@ -25,8 +25,8 @@ SHOW_FIELDS = (
     ("id", "id"), ("kind", "kind"), ("status", "status"), ("priority", "priority"),
     ("created", "created_at"), ("fired by", "fired_by"), ("visible at", "visible_at"), ("finished", "finished_at"),
     ("runs", "run_count"), ("failures", "failure_count"), ("claimed by", "claimed_by"),
-    ("lease expires", "claim_expires_at"), ("dedup key", "dedup_key"), ("payload", "payload"),
-    ("carry", "carry"),
+    ("lease expires", "claim_expires_at"), ("dedup key", "dedup_key"), ("time limit", "timeout"),
+    ("payload", "payload"), ("carry", "carry"),
 )
 JOURNAL_COLUMNS = ("run_no", "recorded_at", "outcome", "note", "attachment")
 JOURNAL_HEADERS = ("run", "recorded", "outcome", "note", "attachment")

@@ -27,10 +27,10 @@ from venturi_sa.ops.records import JobInfo, jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
+from venturi_sa.storage.control import PATTERN_MARK, CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import NOTE_LIMIT, Runner
-from venturi_sa.task import Registry, check_priority
+from venturi_sa.task import KIND_PATTERN, Registry, check_priority
 
 DEFAULT_ACTOR = "operator"
 
@@ -111,6 +111,19 @@ def cancel_kind(models: Models, engine: sa.Engine, kind: str, note: str | None =
 
 
 # -- pause and resume ---------------------------------------------------------------------------------
+def check_pause_kind(kind: object) -> str:
+    """A kind, or a kind pattern: a prefix and one trailing ``*`` (``"reports.*"``; ``"*"`` alone: every kind)."""
+    text = check_text(kind, "kind", required=True) or ""
+    stem = text.removesuffix(PATTERN_MARK)
+    if PATTERN_MARK in stem:
+        raise InvalidOption(f"kind pattern {text!r}: '*' may only end it ('reports.*' pauses every kind starting "
+                            "with 'reports.', '*' alone the whole queue)")
+    if stem and not KIND_PATTERN.fullmatch(stem):
+        raise InvalidOption(f"{text!r} is neither a kind nor a kind pattern: a kind is 1-200 letters, digits and "
+                            "_.:-/, a pattern a kind's first characters and a trailing '*'")
+    return text
+
+
 @dataclass(frozen=True)
 class PauseInfo:
     """One pause of a kind (``"*"``: the whole queue): who, why, since when, until when."""
@@ -134,13 +147,17 @@ class PauseInfo:
 
 def pause(models: Models, engine: sa.Engine, kind: str, *, reason: str | None = None,
           until: datetime | None = None, delay: timedelta | None = None, actor: str = DEFAULT_ACTOR) -> PauseInfo:
-    """Pause ``kind`` (``"*"``: every kind): from commit on, no worker's claim takes its jobs.
+    """Pause ``kind``: from commit on, no worker's claim takes its jobs.
 
-    Runs in flight finish.  ``until`` (an aware time) or ``delay`` ends the
-    pause by itself.  Persisted, so it survives worker restarts; pausing a
-    paused kind replaces its pause (the old row is closed, not lost).
+    ``kind`` may be a pattern ending in ``*``: ``"reports.*"`` pauses every
+    kind starting with ``reports.`` (kinds added later too), ``"*"`` every
+    kind; a kind's own pause and the patterns it matches each hold it.
+    Anything else with a ``*`` raises ``InvalidOption``.  Runs in flight
+    finish.  ``until`` (an aware time) or ``delay`` ends the pause by
+    itself.  Persisted, so it survives worker restarts; pausing a paused
+    kind (or pattern) replaces its pause (the old row is closed, not lost).
     """
-    check_text(kind, "kind", required=True)
+    check_pause_kind(kind)
     if until is not None and delay is not None:
         raise InvalidOption("pause takes until= or delay=, not both")
     if until is not None and (not isinstance(until, datetime) or until.utcoffset() is None):
@@ -159,14 +176,19 @@ def pause(models: Models, engine: sa.Engine, kind: str, *, reason: str | None = 
 def resume(models: Models, engine: sa.Engine, kind: str, actor: str = DEFAULT_ACTOR) -> PauseInfo:
     """End ``kind``'s pause now (its row records who resumed it) and wake the workers on commit.
 
-    Raises ``InvalidTransition`` if ``kind`` is not paused.
+    A pattern's pause is ended by the same pattern.  Raises
+    ``InvalidTransition`` if ``kind`` has no pause of its own (naming the
+    pattern that holds it, if one does).
     """
-    check_text(kind, "kind", required=True)
+    check_pause_kind(kind)
     params = ResumeParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor)
     with short_transaction(models, engine) as session:
-        row = backend_for(models).resume_kind(session, params)
+        backend = backend_for(models)
+        row = backend.resume_kind(session, params)
         if row is None:
-            raise InvalidTransition(f"kind {kind!r} is not paused in queue {models.prefix!r}")
+            held = backend.pause_of(session, kind)
+            hint = f": it is held by the pause of {held.kind!r}, resume that" if held is not None else ""
+            raise InvalidTransition(f"kind {kind!r} is not paused in queue {models.prefix!r}{hint}")
         return PauseInfo.of(row)
 
 

@@ -3,9 +3,11 @@
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
 so every fact comes from one snapshot) and changes nothing.  Each reason is
 a code plus a sentence: for a pending job any of ``scheduled``,
-``backoff``, ``paused``, ``no_worker`` (no job of its kind is claimed now
-or finished within ``activity_window``, and this job's own last run is older:
-a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a claim takes first) and ``eligible``;
+``backoff``, ``paused`` (by the kind's own pause, a kind pattern or the
+whole queue's), ``no_worker`` (no job of its kind is claimed now or
+finished within ``activity_window``, and this job's own last run is older:
+a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
+claim takes first) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -41,12 +43,17 @@ class Reason:
 
 @dataclass(frozen=True)
 class Explanation:
-    """The job's status and the reasons it is (not) running, most decisive first."""
+    """The job's status and the reasons it is (not) running, most decisive first.
+
+    ``timeout`` is the job's own time limit (an enqueue's ``timeout=``), None
+    if its task's ``Task.timeout`` applies.
+    """
 
     job_id: str
     kind: str
     status: str
     reasons: list[Reason] = field(default_factory=list)
+    timeout: timedelta | None = None
 
     @property
     def codes(self) -> list[str]:
@@ -54,11 +61,13 @@ class Explanation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "kind": self.kind, "status": self.status,
-                "reasons": [r.as_dict() for r in self.reasons]}
+                "reasons": [r.as_dict() for r in self.reasons], "timeout": jsonable(self.timeout)}
 
     def __str__(self) -> str:
         head = f"job {self.job_id} ({self.kind}) is {self.status}"
-        return "\n".join([head, *(f"  - {r.text}" for r in self.reasons)])
+        limit = [] if self.timeout is None else [
+            f"  time limit: {self.timeout.total_seconds():g}s (set at enqueue; overrides Task.timeout)"]
+        return "\n".join([head, *(f"  - {r.text}" for r in self.reasons), *limit])
 
 
 def explain(models: Models, engine: sa.Engine, job_id: str,
@@ -69,7 +78,8 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window))
+    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window),
+                       timeout=facts.timeout)
 
 
 def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:
@@ -113,7 +123,11 @@ def _pending(facts: ExplainFacts, window: timedelta) -> list[Reason]:
             reasons.append(Reason("scheduled", f"scheduled for {job.visible_at.isoformat()}", until=job.visible_at))
     if facts.pause is not None:
         pause = facts.pause
-        what = "the whole queue is paused" if pause.kind == ALL_KINDS else f"kind {job.kind!r} is paused"
+        what = f"kind {job.kind!r} is paused"
+        if pause.kind == ALL_KINDS:
+            what = "the whole queue is paused"
+        elif pause.kind != job.kind:
+            what = f"kind {job.kind!r} is paused by the pattern {pause.kind!r}"
         until = f" until {pause.resume_at.isoformat()}" if pause.resume_at is not None else " until resumed"
         reasons.append(Reason("paused", f"{what} by {pause.actor} since {pause.paused_at.isoformat()}"
                                         f" ({pause.reason or 'no reason given'}){until}", until=pause.resume_at))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import math
 import time
@@ -40,12 +41,14 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
 
 def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
     """The job's current row, with ``fired_by`` (the schedule fire that inserted it, or None) read in the
-    same statement; raises ``JobNotFound`` if there is no such job."""
+    same statement, and its own time limit; raises ``JobNotFound`` if there is no such job."""
+    backend = backend_for(models)
     with short_transaction(models, engine) as session:
-        row = backend_for(models).job_view(session, JobParams(job_id=job_id))
+        row = backend.job_view(session, JobParams(job_id=job_id))
+        timeout = backend.timeout_of(session, job_id) if row is not None else None
     if row is None:
         raise job_not_found(models, job_id)
-    return job_view_info(row)
+    return dataclasses.replace(job_view_info(row), timeout=timeout)
 
 
 def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:

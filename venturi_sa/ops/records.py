@@ -45,8 +45,11 @@ class JobInfo:
 
     ``fired_by`` is the schedule fire that inserted the job, read with the
     row by ``get_job`` / ``get_job_async`` (and ``venturi jobs show``): None
-    there means no schedule inserted it.  The records that listings and
-    admin actions return do not read it and leave it None.
+    there means no schedule inserted it.  ``timeout`` is the job's own time
+    limit (an enqueue's ``timeout=``, from ``<prefix>_timeouts``), also read
+    by ``get_job``: None when it has none (its task's ``Task.timeout``
+    applies).  The records that listings and admin actions return read
+    neither and leave both None.
     """
 
     id: str
@@ -64,9 +67,10 @@ class JobInfo:
     carry: Any
     dedup_key: str | None
     fired_by: FireInfo | None = None
+    timeout: timedelta | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly: times as ISO 8601 strings (``fired_by`` a mapping, or None)."""
+        """JSON-friendly: times as ISO 8601 strings, ``timeout`` in seconds, ``fired_by`` a mapping or None."""
         return {k: jsonable(v) for k, v in asdict(self).items()}
 
 

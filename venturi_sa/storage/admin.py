@@ -3,7 +3,8 @@
 :func:`apply` locks the row (``SELECT … FOR UPDATE``) in the caller's
 transaction, checks its status, then updates it with the expected status
 repeated in the ``WHERE`` clause and appends one journal row carrying the
-operator's note (``run_no`` = the job's current ``run_count``).  Nothing here
+operator's note (``run_no`` = the job's current ``run_count``): that write is
+:func:`guarded_write`, which the runtime-control actions (cancel, edit) share.  Nothing here
 commits: on rollback neither the change nor its journal row exists, and the
 row lock is held until the caller's transaction ends.
 """
@@ -115,22 +116,36 @@ def apply(models: Models, runner: Runner, params: AdminParams) -> AdminResult:
     return AdminResult(job=row if row is not None else current, applied=row is not None)
 
 
-def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[Any] | None:
-    """The guarded UPDATE and its journal row; None (nothing written) if the status guard fails."""
+def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status, values: dict[str, Any],
+                  outcome: Outcome, note: str) -> sa.Row[Any] | None:
+    """Update the job with ``values`` if it still has status ``expected`` (repeated in the ``WHERE``), and
+    journal ``outcome`` with ``note`` (``run_no`` = its ``run_count``).
+
+    Returns the row afterwards, or None if the guard failed (nothing written).
+    Every operator action on a job writes through here, after locking the row.
+    """
     job = models.Job
-    action = params.action
     row = runner.execute(
         sa.update(job)
-        .where(job.id == params.job_id, job.status == action.from_status.value)
-        .values(_values(action))
+        .where(job.id == job_id, job.status == expected.value)
+        .values(values)
         .returning(*job_columns(models))
         .execution_options(synchronize_session=False)
     ).first()
     if row is None:
         return None
     runner.execute(sa.insert(models.JournalEntry).values(
-        job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=action.outcome.value,
-        note=journal_note(action, params.note, params.actor), attachment=None))
+        job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=outcome.value, note=note, attachment=None))
+    return row
+
+
+def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[Any] | None:
+    """The guarded UPDATE and its journal row; None (nothing written) if the status guard fails."""
+    action = params.action
+    row = guarded_write(models, runner, params.job_id, action.from_status, _values(action), action.outcome,
+                        journal_note(action, params.note, params.actor))
+    if row is None:
+        return None
     if action is REQUEUE:  # a requeued job starts afresh: an old cancel request must not end its next run
         request = models.CancelRequest
         runner.execute(sa.delete(request).where(request.job_id == row.id).execution_options(

@@ -33,6 +33,7 @@ from venturi_sa.storage import (
     outcomes,
     schedules,
     stats,
+    timeouts,
 )
 from venturi_sa.storage.params import (
     ClaimedJob,
@@ -164,6 +165,9 @@ class Backend(Protocol):
     def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
         """Pause rows, newest first: those in force, or the whole record."""
 
+    def pause_of(self, runner: Runner, kind: str) -> sa.Row[Any] | None:
+        """The pause in force holding ``kind`` (its own, else the most specific pattern); None if none."""
+
     def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
         """Lock the job: a pending one ends dead (journaled), a claimed one gets a durable cancel request."""
 
@@ -172,6 +176,12 @@ class Backend(Protocol):
 
     def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
         """Lock the job and, if it is pending, change it and journal the change."""
+
+    def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
+        """Give new jobs of this transaction their own time limit (overriding ``Task.timeout``)."""
+
+    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
+        """A job's own time limit; None if it has none (it uses its task's ``timeout``)."""
 
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         """The facts ``explain`` turns into reasons (read-only)."""
@@ -310,6 +320,9 @@ class SqlAlchemyBackend:
     def pauses(self, runner: Runner, in_force_only: bool = True) -> list[sa.Row[Any]]:
         return control.pauses(self.models, runner, in_force_only=in_force_only)
 
+    def pause_of(self, runner: Runner, kind: str) -> sa.Row[Any] | None:
+        return control.pause_of(self.models, runner, kind)
+
     def cancel(self, runner: Runner, params: control.CancelParams) -> control.CancelResult:
         return control.cancel(self.models, runner, params)
 
@@ -318,6 +331,12 @@ class SqlAlchemyBackend:
 
     def edit_pending(self, runner: Runner, params: control.EditParams) -> control.EditResult:
         return control.edit(self.models, runner, params)
+
+    def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
+        timeouts.set_timeouts(self.models, runner, params)
+
+    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
+        return timeouts.timeout_of(self.models, runner, job_id)
 
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         return control.explain_facts(self.models, runner, job_id, activity_window=activity_window)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage.control import claimable_kinds
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
+from venturi_sa.storage.timeouts import own_timeout
 
 
 def _lease_expr(models: Models, params: ClaimParams) -> Any:
@@ -123,6 +125,7 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
                    job.run_count, job.failure_count,
                    sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
                    _next_visible(models, params).label("next_visible"),
+                   own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6): a PK probe per row
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
     )
@@ -142,7 +145,7 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id, waited=float(r.waited),
+                   claimed_by=params.worker_id, waited=float(r.waited), timeout=r.timeout,
                    next_visible=None if r.next_visible is None else max(0.0, float(r.next_visible)))
         for r in rows
     ]
@@ -164,11 +167,19 @@ def seconds_until_visible(models: Models, session: Runner, params: SoonestParams
     return None if value is None else max(0.0, float(value))
 
 
-def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams) -> str:
-    """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards)."""
+def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams, *, analyze: bool = False) -> str:
+    """The ``EXPLAIN`` plan PostgreSQL would use for this claim (roll back afterwards).
+
+    With ``analyze``, the claim runs (``EXPLAIN (ANALYZE, FORMAT JSON)``) and the
+    plan, as JSON, carries each node's actual loops: roll back to undo the claim.
+    """
     stmt = _build(models, params, params.limit, params.worker_id, literal_caps=True)
     compiled = stmt.compile(dialect=connection.dialect, compile_kwargs={"render_postcompile": True})
-    rows = connection.exec_driver_sql("EXPLAIN " + str(compiled), compiled.params)
+    verb = "EXPLAIN (ANALYZE, FORMAT JSON) " if analyze else "EXPLAIN "
+    rows = connection.exec_driver_sql(verb + str(compiled), compiled.params)
+    if analyze:
+        plan = rows.scalar_one()  # drivers parse the json column, or hand over its text
+        return plan if isinstance(plan, str) else json.dumps(plan)
     return "\n".join(str(row[0]) for row in rows)
 
 

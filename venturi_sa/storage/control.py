@@ -3,10 +3,12 @@
 Every verb runs in the caller's transaction and never commits.  A row a verb
 changes is locked first (``SELECT … FOR UPDATE``), its status checked, and
 the change written with the expected status repeated in the ``WHERE``
-clause, so a worker's fenced outcome write and an operator action on the
-same job serialize: exactly one of them wins.  Per-job actions append one
-journal row naming the actor; pauses are their own durable record in
-``<prefix>_pauses`` (a resume closes the row, it never deletes it).
+clause together with its journal row (``storage.admin.guarded_write``,
+shared with the admin actions), so a worker's fenced outcome write and an
+operator action on the same job serialize: exactly one of them wins.
+Per-job actions append one journal row naming the actor; pauses are their
+own durable record in ``<prefix>_pauses`` (a resume closes the row, it
+never deletes it).
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from sqlalchemy.dialects import postgresql
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage import drivers
-from venturi_sa.storage.admin import lock_statement
+from venturi_sa.storage.admin import guarded_write, lock_statement
 from venturi_sa.storage.history import job_columns
 from venturi_sa.storage.params import Runner
+from venturi_sa.storage.timeouts import timeout_of
 
 ALL_KINDS = "*"
-"""The pause ``kind`` that pauses every kind of the queue."""
+"""The pause ``kind`` that pauses every kind of the queue (the kind pattern with an empty prefix)."""
+PATTERN_MARK = "*"
+"""A pause ``kind`` ending in this is a pattern: it pauses every kind starting with what precedes it."""
 CANCEL_PAYLOAD = "venturi:cancel"
 """The ``NOTIFY`` payload that asks listening workers to renew (and so read cancel requests) now."""
 
@@ -39,26 +44,44 @@ def _in_force(models: Models) -> Any:
                    sa.or_(pause.resume_at.is_(None), pause.resume_at > sa.func.now()))
 
 
+def _covers(models: Models, kind: Any) -> Any:
+    """Whether a pause row holds ``kind``: it names that kind, or it is a pattern ``kind`` starts with.
+
+    A pattern is the pause ``kind`` minus its trailing ``*`` (``'*'`` itself
+    is the empty prefix: every kind).  ``starts_with`` compares the prefix
+    literally, so the ``_`` that kinds often contain is no wildcard (as it
+    would be in ``LIKE``) and nothing needs escaping.
+    """
+    pause = models.Pause
+    pattern = sa.and_(sa.func.right(pause.kind, 1) == PATTERN_MARK,
+                      sa.func.starts_with(kind, sa.func.left(pause.kind, -1)))
+    return sa.or_(pause.kind == kind, pattern)
+
+
 def claimable_kinds(models: Models, kinds: Sequence[str]) -> Any:
     """The claim's paused-kind filter: ``kind = ANY(ARRAY(those of kinds not paused))``.
 
     The array is an uncorrelated InitPlan over the few open pause rows (a
-    ``'*'`` pause empties it), run once per statement, so a pause holds from
-    every worker's next claim.  Beside the claim's own constant kind list it
+    pause of the kind itself, or of a pattern it starts with; ``'*'``
+    empties it), run once per statement, so a pause holds from every
+    worker's next claim.  Beside the claim's own constant kind list it
     leaves the index scan and the planner's row estimate as they were (a
     ``NOT IN (paused)`` filter would halve the estimate and tilt small tables
     to a sort).
     """
-    pause = models.Pause
     listed = sa.union_all(*(sa.select(sa.literal(kind, sa.Text).label("k")) for kind in kinds)).subquery("wanted")
-    blocked = sa.exists().where(_in_force(models), sa.or_(pause.kind == listed.c.k, pause.kind == ALL_KINDS))
+    blocked = sa.exists().where(_in_force(models), _covers(models, listed.c.k))
     allowed = sa.select(listed.c.k).where(~blocked)
     return models.Job.kind == sa.any_(sa.func.ARRAY(allowed.scalar_subquery()))
 
 
 @dataclass(frozen=True, kw_only=True)
 class PauseParams:
-    """Pause ``kind`` (``'*'``: every kind) until resumed or until ``until`` (absolute) / ``delay``."""
+    """Pause ``kind`` until resumed or until ``until`` (absolute) / ``delay``.
+
+    ``kind`` is a kind, or a pattern ending in ``*``: ``'reports.*'`` holds
+    every kind starting with ``reports.``, ``'*'`` every kind.
+    """
 
     kind: str
     actor: str
@@ -130,11 +153,11 @@ def pauses(models: Models, runner: Runner, *, in_force_only: bool = True, limit:
 
 
 def pause_of(models: Models, runner: Runner, kind: str) -> sa.Row[Any] | None:
-    """The pause in force for ``kind`` (its own, else the whole queue's), or None."""
+    """The pause in force that holds ``kind``: its own, else the longest pattern it starts with (``'*'`` last)."""
     pause = models.Pause
     return runner.execute(
-        sa.select(*_pause_columns(models)).where(_in_force(models), pause.kind.in_([kind, ALL_KINDS]))
-        .order_by((pause.kind == ALL_KINDS).asc()).limit(1)
+        sa.select(*_pause_columns(models)).where(_in_force(models), _covers(models, sa.literal(kind, sa.Text)))
+        .order_by((pause.kind == kind).desc(), sa.func.length(pause.kind).desc()).limit(1)
     ).first()
 
 
@@ -195,18 +218,11 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
 def _end_now(models: Models, runner: Runner, params: CancelParams, status: Status,
              why: str | None = None) -> sa.Row[Any] | None:
     """``status`` -> ``dead`` now, journaled ``dead`` with the cancel note; None if the status guard failed."""
-    job = models.Job
-    row = runner.execute(
-        sa.update(job).where(job.id == params.job_id, job.status == status.value)
-        .values(status=Status.DEAD.value, finished_at=sa.func.clock_timestamp(), claimed_by=None,
-                claim_expires_at=None)
-        .returning(*job_columns(models))
-        .execution_options(synchronize_session=False)
-    ).first()
-    if row is not None:
-        note = cancel_note(params.actor, params.note)
-        _journal(models, runner, row, Outcome.DEAD, f"{note} ({why})" if why else note)
-    return row
+    note = cancel_note(params.actor, params.note)
+    values = {"status": Status.DEAD.value, "finished_at": sa.func.clock_timestamp(), "claimed_by": None,
+              "claim_expires_at": None}
+    return guarded_write(models, runner, params.job_id, status, values, Outcome.DEAD,
+                         f"{note} ({why})" if why else note)
 
 
 def clear_cancel(models: Models, runner: Runner, job_id: str) -> None:
@@ -257,7 +273,6 @@ def edit(models: Models, runner: Runner, params: EditParams) -> EditResult:
     current = runner.execute(lock_statement(models, params.job_id)).first()
     if current is None or current.status != Status.PENDING.value:
         return EditResult(job=current)
-    job = models.Job
     values: dict[str, Any] = {}
     if params.priority is not None:
         values["priority"] = params.priority
@@ -269,23 +284,14 @@ def edit(models: Models, runner: Runner, params: EditParams) -> EditResult:
         values["visible_at"] = params.visible_at
     if params.set_payload:
         values["payload"] = sa.cast(sa.literal(params.payload, postgresql.JSONB), postgresql.JSONB)
-    row = runner.execute(
-        sa.update(job).where(job.id == params.job_id, job.status == Status.PENDING.value).values(values)
-        .returning(*job_columns(models)).execution_options(synchronize_session=False)
-    ).first()
-    if row is None:
-        return EditResult(job=current)
     what = "; ".join(params.changes) or "no change"
     note = f"edited by {params.actor}: {what}" + (f" ({params.note})" if params.note else "")
-    _journal(models, runner, row, Outcome.RELEASED, note)
+    row = guarded_write(models, runner, params.job_id, Status.PENDING, values, Outcome.RELEASED, note)
+    if row is None:
+        return EditResult(job=current)
     if params.visible_now or params.delay is not None or params.visible_at is not None:
         runner.execute(drivers.notify_statement(models.names.channel, row.kind))
     return EditResult(job=row, applied=True)
-
-
-def _journal(models: Models, runner: Runner, row: sa.Row[Any], outcome: Outcome, note: str) -> None:
-    runner.execute(sa.insert(models.JournalEntry).values(
-        job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=outcome.value, note=note, attachment=None))
 
 
 # -- explain ---------------------------------------------------------------------------------------
@@ -301,11 +307,13 @@ class ExplainFacts:
     ahead: int = 0
     ahead_capped: bool = False
     recent_activity: bool = True
+    timeout: timedelta | None = None  # the job's own time limit (v6)
 
 
 def explain_facts(models: Models, runner: Runner, job_id: str, *, activity_window: timedelta,
                   ahead_limit: int = 10_000) -> ExplainFacts:
-    """Read the job, its last journal entry, its kind's pause, its cancel request and its place in line."""
+    """Read the job, its last journal entry, its kind's pause, its cancel request, its own time limit and its
+    place in line."""
     job = models.Job
     row = runner.execute(sa.select(*job_columns(models)).where(job.id == job_id)).first()
     if row is None:
@@ -315,7 +323,8 @@ def explain_facts(models: Models, runner: Runner, job_id: str, *, activity_windo
                           .where(entry.job_id == job_id).order_by(entry.id.desc()).limit(1)).first()
     now = runner.execute(sa.select(sa.func.now())).scalar_one()
     facts: dict[str, Any] = {"job": row, "now": now, "last_entry": last,
-                             "cancel": cancel_request(models, runner, job_id)}
+                             "cancel": cancel_request(models, runner, job_id),
+                             "timeout": timeout_of(models, runner, job_id)}
     if row.status == Status.PENDING.value:
         facts["pause"] = pause_of(models, runner, row.kind)
         facts["ahead"] = _ahead(models, runner, row, ahead_limit)

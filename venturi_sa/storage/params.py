@@ -44,6 +44,7 @@ class ClaimedJob:
     claimed_by: str
     waited: float = 0.0  # seconds from visible_at to this claim, on the database clock
     next_visible: float | None = None  # seconds until the soonest future visible_at of the claim's kinds
+    timeout: timedelta | None = None  # the job's own time limit (an enqueue's timeout=), overriding Task.timeout
 
     @cached_property
     def fence(self) -> Fence:

@@ -84,22 +84,26 @@ def deliver_cancel(run: Run, note: str) -> None:
 
 @contextmanager
 def time_limit(run: Run) -> Iterator[None]:
-    """Enforce the task's ``timeout`` on the handler call inside this block.
+    """Enforce the run's time limit on the handler call inside this block.
 
-    A timer (only for tasks with a timeout) cancels the run when the time is
-    up: ``ctx.cancelled`` turns true and an ``async def`` handler's task is
-    cancelled at its next ``await``.  Python cannot stop a sync handler that
-    does not check: it is reported, keeps its slot, and when it returns its
-    outcome is a retryable timeout failure.
+    The limit is the job's own (an enqueue's ``timeout=``, read with the
+    claim), else its task's ``timeout``.  A timer (only when there is a
+    limit) cancels the run when the time is up: ``ctx.cancelled`` turns true
+    and an ``async def`` handler's task is cancelled at its next ``await``.
+    Python cannot stop a sync handler that does not check: it is reported,
+    keeps its slot, and when it returns its outcome is a retryable timeout
+    failure.
     """
-    timeout = run.task_type.timeout if run.task_type is not None else None
+    timeout, source = run.job.timeout, "enqueue timeout"
+    if timeout is None:
+        timeout, source = (run.task_type.timeout if run.task_type is not None else None), "Task.timeout"
     if timeout is None:
         yield
         return
     seconds = timeout.total_seconds()
 
     def expire() -> None:
-        if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s (Task.timeout)", timed_out=True):
+        if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s ({source})", timed_out=True):
             return
         if run.cancel is not None:
             run.cancel()

@@ -1,0 +1,3 @@
+-- venturi V6 reversed: the per-job time limits dropped (the seed tables untouched).
+
+DROP TABLE {{prefix}}_timeouts;
