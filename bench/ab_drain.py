@@ -38,25 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ab_kit import noop_queue
+
 BENCH_DIR = Path(__file__).resolve().parent
 PREFIX = "ab"
 
 
 def _queue() -> Any:
-    from marshmallow import Schema, fields
-
-    import venturi_sa
-
-    class NoopPayload(Schema):
-        seq = fields.Integer(required=True)
-
-    queue = venturi_sa.Queue(venturi_sa.make_models(PREFIX))
-
-    @queue.task("noop", payload=NoopPayload)
-    def noop(payload: Any, ctx: Any) -> None:
-        return None
-
-    return queue, noop
+    return noop_queue(PREFIX)
 
 
 ASYNC_DRIVERS = ("asyncpg", "psycopg_async")
@@ -265,23 +254,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
-    import psycopg2
-    import sqlalchemy as sa
-    from run import PG_SETTINGS
+    from ab_kit import fresh_database
 
-    import alembic_venturi
-    from venturi_sa.throwaway import ThrowawayCluster
-
-    cluster = None if a.port else ThrowawayCluster(PG_SETTINGS).start()
-    port = a.port or cluster.port  # type: ignore[union-attr]
-    dsn = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/ab_drain"
-    admin = psycopg2.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres")
-    admin.autocommit = True
-    admin.cursor().execute("DROP DATABASE IF EXISTS ab_drain WITH (FORCE)")
-    admin.cursor().execute("CREATE DATABASE ab_drain")
-    engine = sa.create_engine(dsn)
-    alembic_venturi.upgrade(engine, PREFIX)
-    engine.dispose()
+    cluster, dsn, admin = fresh_database(a.port, "ab_drain", PREFIX)
     drivers = a.drivers.split(",")
     if a.schedules is not None and drivers != ["psycopg2"]:
         p.error("--schedules runs on psycopg2 only (leave out --drivers)")

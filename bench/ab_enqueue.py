@@ -199,24 +199,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
-    import psycopg2
     import sqlalchemy as sa
-    from run import PG_SETTINGS
-
-    import alembic_venturi
-    from venturi_sa.throwaway import ThrowawayCluster
+    from ab_kit import fresh_database
 
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in a.trees.split(","))]
     variants = a.variants.split(",")
-    cluster = None if a.port else ThrowawayCluster(PG_SETTINGS).start()
-    port = a.port or cluster.port  # type: ignore[union-attr]
-    dsn = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/ab_enqueue"
-    admin = psycopg2.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres")
-    admin.autocommit = True
-    admin.cursor().execute("DROP DATABASE IF EXISTS ab_enqueue WITH (FORCE)")
-    admin.cursor().execute("CREATE DATABASE ab_enqueue")
+    cluster, dsn, admin = fresh_database(a.port, "ab_enqueue", PREFIX)
     engine = sa.create_engine(dsn)
-    alembic_venturi.upgrade(engine, PREFIX)
     cases = [(v, name, tree) for v in variants for name, tree in trees
              if v in ("many", "ids", "one", "one_nonotify") or name == trees[-1][0]]
     rates: dict[str, list[float | None]] = {f"{v}@{name}": [] for v, name, _ in cases}

@@ -35,25 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ab_kit import noop_queue
+
 BENCH_DIR = Path(__file__).resolve().parent
 PREFIX = "scale"
 
 
 def _queue() -> Any:
-    from marshmallow import Schema, fields
-
-    import venturi_sa
-
-    class NoopPayload(Schema):
-        seq = fields.Integer(required=True)
-
-    queue = venturi_sa.Queue(venturi_sa.make_models(PREFIX))
-
-    @queue.task("noop", payload=NoopPayload)
-    def noop(payload: Any, ctx: Any) -> None:
-        return None
-
-    return queue, noop
+    return noop_queue(PREFIX)
 
 
 def _worker(dsn: str, concurrency: int, batch_size: int, gate: str, index: int, out: Any) -> None:
