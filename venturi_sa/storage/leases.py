@@ -135,8 +135,7 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
         sa.select(returned.c.id, returned.c.kind, returned.c.run_count,
                   sa.literal(Outcome.STALE_RECOVERED.value), note, sa.null()),
     ).cte("logged")
-    # One statement (the journal rows are written by a data-modifying CTE), so
-    # the worker runs it in autocommit: one round trip when nothing expired.
+    # One statement: the journal rows are written by a data-modifying CTE.
     rows = session.execute(
         sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by)
         .add_cte(logged)

@@ -83,7 +83,7 @@ class Producer:
         if not params.kinds:
             return Round(0, True)  # every kind is at its cap: a freed slot brings more
         try:
-            jobs = self.conns.autocommit(lambda conn: self.backend.claim(conn, params))
+            jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:
             if is_undefined_table(exc):
                 raise SchemaNotMigrated(f"queue {self.backend.models.prefix!r} lost its tables: "
@@ -132,13 +132,13 @@ class Producer:
         """Nothing more eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval.
 
         The soonest ``visible_at`` is looked up here, after the short claim's
-        jobs went to their handlers (one autocommit round trip).
+        jobs went to their handlers.
         """
         self.on_idle()
         timeout = self.poll_interval
         soonest = None
         try:
-            soonest = self.conns.autocommit(
+            soonest = self.conns.connect(
                 lambda conn: self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds)))
         except SQLAlchemyError as exc:
             logger.debug("soonest-visible lookup failed: %s", exc)
