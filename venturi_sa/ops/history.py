@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import json
 import math
 import time
@@ -40,15 +39,13 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
 
 
 def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
-    """The job's current row, with ``fired_by`` (the schedule fire that inserted it, or None) read in the
-    same statement, and its own time limit; raises ``JobNotFound`` if there is no such job."""
-    backend = backend_for(models)
+    """The job's current row with ``fired_by`` (the schedule fire that inserted it) and ``timeout`` (its own
+    time limit), all read in one statement; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
-        row = backend.job_view(session, JobParams(job_id=job_id))
-        timeout = backend.timeout_of(session, job_id) if row is not None else None
+        row = backend_for(models).job_view(session, JobParams(job_id=job_id))
     if row is None:
         raise job_not_found(models, job_id)
-    return dataclasses.replace(job_view_info(row), timeout=timeout)
+    return job_view_info(row)
 
 
 def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:
