@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.options import aware, statuses
-from venturi_sa.ops.records import FireInfo, JobInfo, JournalInfo, Page, job_view_info
+from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage.backend import backend_for
@@ -38,7 +38,7 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
     return JobNotFound(f"no job with id {job_id!r} in queue {models.prefix!r}")
 
 
-def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
+def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobView:
     """The job's current row with ``fired_by`` (the schedule fire that inserted it) and ``timeout`` (its own
     time limit), all read in one statement; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
