@@ -182,11 +182,11 @@ class Queue:
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
         checked = require_session(session, "enqueue_many")
+        call = enqueueing.prepared(self.registry, tasks, priority=priority, delay=delay, run_at=run_at,
+                                   timeout=timeout, notify=self.notify)
         if ids_only and not self.enqueue_hooks:
-            return enqueueing.enqueue_ids(self.models, self.registry, checked, tasks, notify=self.notify,
-                                          priority=priority, delay=delay, run_at=run_at, timeout=timeout)
-        jobs = enqueueing.enqueue_many(self.models, self.registry, checked, tasks, notify=self.notify,
-                                       priority=priority, delay=delay, run_at=run_at, timeout=timeout)
+            return enqueueing.enqueue_ids(self.models, checked, call)
+        jobs = enqueueing.enqueue_many(self.models, checked, call)
         for hook in self.enqueue_hooks:
             hook(session, jobs)
         return [job.id for job in jobs] if ids_only else jobs
