@@ -94,7 +94,7 @@ def _checked_key(task: Task) -> str | None:
 
 
 def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object) -> list[_Prepared]:
-    """:func:`_prepare` of every task, the per-type work done once per task type.
+    """Every task checked (its type registered, its priority, payload and dedup key) and prepared, in order.
 
     The kind and priority are checked once per type, and the payloads of a
     type that keeps :meth:`Task.stored_payload` are dumped together
