@@ -198,7 +198,8 @@ class Backend(Protocol):
         """``(bucket, p50, p95, count)`` enqueue-to-completed seconds of jobs finished in the window."""
 
     def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
-        """One job's row, its journal in order and the database clock (row None: no such job)."""
+        """One job's view row (its fire and own time limit too), its journal in order and the database clock
+        (row None: no such job)."""
 
     def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
         """Claimed jobs grouped by ``claimed_by``, and the claimed jobs themselves (bounded)."""
