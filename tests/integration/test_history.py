@@ -87,6 +87,7 @@ def test_get_job_reads_a_job_view_in_one_statement_and_listings_plain_job_infos(
         assert type(record) is JobInfo and not hasattr(record, "timeout") and not hasattr(record, "fired_by")
         assert {"timeout", "fired_by"}.isdisjoint(record.as_dict())
     assert set(listed) == {limited, plain}
+    assert view.info == listed[limited] and view != listed[limited]  # a JobView is not a JobInfo; its .info is
 
 
 def test_unknown_job_and_job_without_journal(engine, models, queue):

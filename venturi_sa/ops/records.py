@@ -8,7 +8,7 @@ JSON-friendly form (times as ISO 8601 strings, durations in seconds).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -82,6 +82,14 @@ class JobView(JobInfo):
 
     fired_by: FireInfo | None
     timeout: timedelta | None
+
+    @property
+    def info(self) -> JobInfo:
+        """The plain :class:`JobInfo` of the same row: what a listing or an admin action returns for it.
+
+        A ``JobView`` never equals a ``JobInfo`` (they are different records); compare ``view.info``.
+        """
+        return JobInfo(**{f.name: getattr(self, f.name) for f in fields(JobInfo)})
 
 
 def job_view_info(row: Any) -> JobView:
