@@ -20,7 +20,10 @@ In each, the variants are timed interleaved sample by sample in a shuffled
 order (every claim is rolled back, so all see the same rows), with an A/A
 pair per statement as the noise floor.  Prints the medians and, per
 statement, the median of the per-round ratios now / before (load drifts
-between rounds on a shared machine; within a round both see the same).
+between rounds on a shared machine; within a round both see the same), and
+the planning and execution times PostgreSQL reports for each
+(``EXPLAIN (ANALYZE)``: psycopg2 sends no prepared statements, so every
+claim is planned afresh).
 ``python bench/controlcost.py [--samples N] [--pending N]
 [--limited SHARE] [--before REV]``; ``--dump`` is the child's mode.
 """
@@ -148,6 +151,27 @@ def _scenario(engine: Any, renew_binds: dict[str, Any], trees: dict[str, dict[st
     return results
 
 
+def _server_times(engine: Any, runs: dict[str, tuple[str, dict[str, Any]]],
+                  samples: int) -> dict[str, tuple[float, float]]:
+    """Per run, the median planning and execution ms PostgreSQL reports (``EXPLAIN ANALYZE``, rolled back).
+
+    Sampled in shuffled rounds, like the timings, so both trees see the same table state.
+    """
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in runs}
+    order = list(runs)
+    shuffle = random.Random(16).shuffle
+    for _ in range(samples):
+        shuffle(order)
+        for name in order:
+            sql, params = runs[name]
+            with engine.connect() as conn:
+                [plan] = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).scalar_one()
+                conn.rollback()
+            times[name][0].append(plan["Planning Time"])
+            times[name][1].append(plan["Execution Time"])
+    return {name: (statistics.median(p), statistics.median(e)) for name, (p, e) in times.items()}
+
+
 def _paired(a: list[float], b: list[float]) -> float:
     """The median of the per-sample ratios a/b: both were timed in the same shuffled round."""
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
@@ -181,6 +205,10 @@ def main() -> None:
                   f"{'4 pauses' if pauses else 'no pauses'}; load {load:.1f}")
             for run, values in results.items():
                 print(f"{run}: median {statistics.median(values) * 1000:.3f} ms over {args.samples} samples")
+            runs = {f"{verb} {tree}": (statements[verb][0], {**statements[verb][1], **renew_binds})
+                    for tree, statements in trees.items() for verb in ("claim", "renew")}
+            for name, (planning, execution) in _server_times(engine, runs, max(20, args.samples // 5)).items():
+                print(f"{name}: server planning {planning:.3f} ms, execution {execution:.3f} ms (medians)")
             for verb in ("claim", "renew"):
                 now, before, again = (results[f"{verb} {v}"] for v in ("now", "before", "now again"))
                 print(f"{verb} ratio now/before: {_paired(now, before):.3f} (median of paired ratios; "

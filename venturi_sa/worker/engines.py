@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
+_AUTOCOMMIT_SAFE = ("READ COMMITTED", "READ UNCOMMITTED")  # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED
 _LIBPQ = ("psycopg2", "psycopg", "psycopg_async")  # drivers sharing libpq's URL query parameters
 _MODULES = {"psycopg_async": "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2", "asyncpg": "asyncpg"}
 _EXTRAS = "install an async driver: pip install 'venturi[psycopg]' (psycopg 3) or 'venturi[asyncpg]'"
@@ -75,7 +76,9 @@ class Connections(Protocol):
 
         For single-statement writes and reads: one round trip per statement,
         no ``BEGIN``/``COMMIT``.  A crash mid-``fn`` loses nothing a statement
-        committed.
+        committed.  Where the server's default isolation (which a statement
+        alone runs at) is stricter than READ COMMITTED, ``fn`` runs in a
+        READ COMMITTED transaction instead, as :meth:`begin` does.
         """
 
 
@@ -91,6 +94,12 @@ class SyncConnections:
 
     def autocommit(self, fn: Callable[[sa.Connection], T]) -> T:
         with self.engine.connect() as conn:
+            if conn.dialect.default_isolation_level not in _AUTOCOMMIT_SAFE:
+                # A statement alone runs at the server's default isolation; under REPEATABLE READ a
+                # SKIP LOCKED claim racing another worker's would fail to serialize: use an
+                # explicit transaction at the worker's READ COMMITTED instead.
+                with conn.begin():
+                    return fn(conn)
             conn.execution_options(isolation_level="AUTOCOMMIT")  # the driver's flag: no statement sent
             return fn(conn)
 
