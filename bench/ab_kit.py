@@ -1,7 +1,10 @@
-"""What the same-run A/B scripts share (ab_drain, ab_enqueue, scaling): the no-op queue and a fresh database."""
+"""What the bench scripts share (ab_drain, ab_enqueue, scaling, adverse, profile_drain): the no-op queue,
+the server (``--port`` or a throwaway cluster) and a fresh database."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -23,19 +26,40 @@ def noop_queue(prefix: str) -> Any:
     return queue, noop
 
 
+def start_server(port: int | None) -> tuple[Any, int]:
+    """``(cluster, port)``: the server at ``port`` (cluster None), or a new throwaway durable cluster with
+    ``bench/run.py``'s settings, which the caller stops."""
+    from run import PG_SETTINGS
+
+    from venturi_sa.throwaway import ThrowawayCluster
+
+    if port:
+        return None, port
+    cluster = ThrowawayCluster(PG_SETTINGS).start()
+    return cluster, cluster.port
+
+
+@contextmanager
+def server(port: int | None) -> Iterator[int]:
+    """The port of the server at ``port``, or of a throwaway cluster (:func:`start_server`) stopped on exit."""
+    cluster, port = start_server(port)
+    try:
+        yield port
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
 def fresh_database(port: int | None, database: str, prefix: str) -> tuple[Any, str, Any]:
     """``(cluster, dsn, admin)``: ``database`` dropped and created on the server at ``port`` (or on a new
-    throwaway cluster with ``bench/run.py``'s settings, returned so the caller stops it; else None), migrated
+    throwaway cluster, :func:`start_server`'s, returned so the caller stops it; else None), migrated
     for ``prefix``; ``admin`` is an autocommit psycopg2 connection to its ``postgres`` database."""
     import psycopg2
     import sqlalchemy as sa
-    from run import PG_SETTINGS
 
     import alembic_venturi
-    from venturi_sa.throwaway import ThrowawayCluster
 
-    cluster = None if port else ThrowawayCluster(PG_SETTINGS).start()
-    port = port or cluster.port  # type: ignore[union-attr]
+    cluster, port = start_server(port)
     dsn = f"postgresql+psycopg2://postgres@127.0.0.1:{port}/{database}"
     admin = psycopg2.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres")
     admin.autocommit = True

@@ -149,6 +149,7 @@ def main(argv: list[str]) -> int:
         a.n, a.terminal_rows = min(a.n, 300), min(a.terminal_rows, 2_000)
     sys.path.insert(0, str(BENCH_DIR))
     import run as bench_run
+    from ab_kit import server
 
     harness = bench_run.find_harness()
     bench_run.load_harness(harness)
@@ -159,15 +160,8 @@ def main(argv: list[str]) -> int:
     from peerbench import orchestrator
 
     orchestrator.PEERS = BENCH_DIR / "run.py"
-    cluster = None
-    port = a.port
-    if port is None:
-        from venturi_sa.throwaway import ThrowawayCluster
-
-        cluster = ThrowawayCluster(bench_run.PG_SETTINGS).start()
-        port = cluster.port
     systems, conditions = a.systems.split(","), a.conditions.split(",")
-    try:
+    with server(a.port) as port:
         cfg = orchestrator.Config(host=a.host, port=port, user=a.user, systems=tuple(systems), out_dir=a.out,
                                   drain_timeout_s=60 if a.quick else 300)
         runner = orchestrator.Runner(cfg)
@@ -183,9 +177,6 @@ def main(argv: list[str]) -> int:
         (runner.run_dir / "adverse.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         print(text)
         print(f"results: {runner.run_dir}", file=sys.stderr)
-    finally:
-        if cluster is not None:
-            cluster.stop()
     return 0
 
 

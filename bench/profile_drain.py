@@ -135,28 +135,19 @@ def main(argv: list[str]) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     os.environ["VENTURI_BENCH_DRIVER"] = a.driver  # read by venturi_adapter, here and in the child
     sys.path.insert(0, str(BENCH_DIR))
-    from run import PG_SETTINGS, find_harness, load_harness
+    from run import find_harness, load_harness
 
     harness = find_harness()
     load_harness(harness)
     import psycopg2
+    from ab_kit import fresh_database, server
     from sqlalchemy.orm import Session
     from venturi_adapter import PREFIX, engine_for, noop, queue
 
-    import alembic_venturi
-    from venturi_sa.throwaway import ThrowawayCluster
-
-    cluster = None if a.port else ThrowawayCluster(PG_SETTINGS).start()
-    port = a.port or cluster.port  # type: ignore[union-attr]
-    admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    dsn = f"postgresql://postgres@127.0.0.1:{port}/pb_venturi_profile"
-    try:
-        conn = psycopg2.connect(admin)
-        conn.autocommit = True
-        conn.cursor().execute("DROP DATABASE IF EXISTS pb_venturi_profile WITH (FORCE)")
-        conn.cursor().execute("CREATE DATABASE pb_venturi_profile")
+    with server(a.port) as port:
+        _, url, conn = fresh_database(port, "pb_venturi_profile", PREFIX)
+        dsn = url.replace("postgresql+psycopg2://", "postgresql://", 1)  # libpq's form: the adapter picks the driver
         engine = engine_for(dsn)
-        alembic_venturi.upgrade(engine, PREFIX)
         if a.enqueue:
             text = profile_enqueue(dsn, a.n, a.out)
             (a.out / "enqueue.md").write_text(text)
@@ -193,9 +184,6 @@ def main(argv: list[str]) -> int:
         print(text)
         conn.cursor().execute("DROP DATABASE IF EXISTS pb_venturi_profile WITH (FORCE)")
         conn.close()
-    finally:
-        if cluster is not None:
-            cluster.stop()
     return 0
 
 

@@ -22,6 +22,7 @@ from venturi_sa.errors import (
     VenturiError,
 )
 from venturi_sa.models import Models, make_models
+from venturi_sa.ops.records import JobView
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
@@ -43,6 +44,7 @@ __all__ = [
     "JobContext",
     "JobNotCompleted",
     "JobNotFound",
+    "JobView",
     "LeaseLost",
     "Models",
     "Outcome",

@@ -93,16 +93,8 @@ def _checked_key(task: Task) -> str | None:
     return key
 
 
-def _prepare(registry: Registry, task: object, priority: object) -> _Prepared:
-    task_type = _checked_type(registry, task)
-    assert isinstance(task, Task)
-    tier = check_priority(task_type.priority if priority is None else priority)
-    return _Prepared(task=task, kind=task_type.KIND, payload=task.stored_payload(), priority=int(tier),
-                     dedup_key=_checked_key(task))
-
-
 def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object) -> list[_Prepared]:
-    """:func:`_prepare` of every task, the per-type work done once per task type.
+    """Every task checked (its type registered, its priority, payload and dedup key) and prepared, in order.
 
     The kind and priority are checked once per type, and the payloads of a
     type that keeps :meth:`Task.stored_payload` are dumped together
@@ -209,89 +201,85 @@ def _decide(models: Models, backend: Backend, session: Session, prepared: list[_
     return siblings
 
 
-def enqueue_many(
-    models: Models,
-    registry: Registry,
-    session: Session,
-    tasks: Sequence[Task],
-    *,
-    priority: int | None = None,
-    delay: timedelta | None = None,
-    run_at: datetime | None = None,
-    notify: bool = True,
-    timeout: timedelta | None = None,
-) -> list[JobBase]:
-    """Add ``tasks`` to ``session`` as jobs and flush; return the job of each task.
+@dataclass(frozen=True)
+class Call:
+    """One enqueue call, validated (:func:`prepared`): its tasks, when they become eligible, their own limit.
+
+    Built before anything is read or written; use it for one write only
+    (the dedup decision fills in each task's job id).
+    """
+
+    tasks: list[_Prepared]
+    when: When
+    limit: timedelta | None
+    notify: bool
+
+
+def prepared(registry: Registry, tasks: Sequence[Task], *, priority: object = None, delay: object = None,
+             run_at: object = None, timeout: object = None, notify: bool = True) -> Call:
+    """Validate an enqueue call's options and every task, touching no session.
+
+    Raises ``InvalidPayload``/``InvalidOption``/``UnknownKind``; the write
+    (:func:`enqueue_many` or :func:`enqueue_ids`) then has nothing left to refuse
+    but what needs the database (a dedup task's isolation, its ``merge()``).
+    ``timeout`` (a positive timedelta) becomes the new jobs' own time limit,
+    overriding their task's ``timeout``; ``delay`` counts from the write, on
+    the database clock.
+    """
+    return Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
+                tasks=_prepare_many(registry, tasks, priority), notify=notify)
+
+
+def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
+    """Add ``call``'s tasks to ``session`` as jobs and flush; return the job of each task.
 
     A task whose dedup key matches a pending job may be coalesced into it (the
-    returned job is then that existing job).  ``delay`` counts from this call,
-    on the database clock.  ``timeout`` (a positive timedelta) is the new
-    jobs' own time limit, overriding their task's ``timeout`` (a coalesced
-    task leaves its target's limit as it was).  Nothing is committed: the
-    caller's commit publishes the jobs and wakes workers; rollback discards them.  Raises
-    ``InvalidPayload``/``InvalidOption``/``UnknownKind`` (and
-    ``UnsupportedIsolation`` for a dedup task outside READ COMMITTED) with
-    nothing added to or changed in the session.
+    returned job is then that existing job, whose time limit stays as it was).
+    Nothing is committed: the caller's commit publishes the jobs and wakes
+    workers; rollback discards them.  A dedup task outside READ COMMITTED
+    raises ``UnsupportedIsolation``, and a failing ``merge()`` (or a merged
+    payload its schema refuses) raises, with nothing added to or changed in
+    the session.
     """
-    when = When.check(delay, run_at)
-    limit = check_timeout(timeout)
-    prepared = _prepare_many(registry, tasks, priority)
-    if not prepared:
+    if not call.tasks:
         return []
     backend = backend_for(models)
-    deduplicated = any(p.dedup_key is not None for p in prepared)
-    siblings = _decide(models, backend, session, prepared) if deduplicated else {}
-    jobs = _write(models, backend, session, prepared, siblings, when, notify)
-    _limit(backend, session, prepared, limit)
+    deduplicated = any(p.dedup_key is not None for p in call.tasks)
+    siblings = _decide(models, backend, session, call.tasks) if deduplicated else {}
+    jobs = _write(models, backend, session, call.tasks, siblings, call.when, call.notify)
+    _limit(backend, session, call)
     return jobs
 
 
-def _limit(backend: Backend, session: Session, prepared: list[_Prepared], limit: timedelta | None) -> None:
+def _limit(backend: Backend, session: Session, call: Call) -> None:
     """Store the enqueue's ``timeout=`` for the jobs just inserted (after them: each row references its job)."""
-    if limit is not None:
-        backend.set_timeouts(session, TimeoutsParams(job_ids=[p.job_id for p in prepared if not p.absorbed],
-                                                     timeout=limit))
+    if call.limit is not None:
+        backend.set_timeouts(session, TimeoutsParams(job_ids=[p.job_id for p in call.tasks if not p.absorbed],
+                                                     timeout=call.limit))
 
 
-def enqueue_ids(
-    models: Models,
-    registry: Registry,
-    session: Session,
-    tasks: Sequence[Task],
-    *,
-    priority: int | None = None,
-    delay: timedelta | None = None,
-    run_at: datetime | None = None,
-    timeout: timedelta | None = None,
-    notify: bool = True,
-) -> list[str]:
+def enqueue_ids(models: Models, session: Session, call: Call) -> list[str]:
     """:func:`enqueue_many` returning only the job ids: one ``INSERT`` on the session's connection.
 
     No ``Job`` object is built or added to the session, and the session is
     not flushed; the rows (and their ``NOTIFY``) are in the session's
-    transaction, so commit publishes them and rollback discards them.  Bad
-    input raises before anything is written.  If any task has a dedup key,
-    the whole call takes :func:`enqueue_many`'s path (the same advisory
-    locks and merges; its jobs are then in the session) and returns their
-    ids, an absorbed task's being its target's.
+    transaction, so commit publishes them and rollback discards them.  If
+    any task has a dedup key, the whole call takes :func:`enqueue_many`'s
+    path (the same advisory locks and merges; its jobs are then in the
+    session) and returns their ids, an absorbed task's being its target's.
     """
-    when = When.check(delay, run_at)
-    limit = check_timeout(timeout)
-    prepared = _prepare_many(registry, tasks, priority)
-    if not prepared:
+    if any(p.dedup_key is not None for p in call.tasks):
+        return [job.id for job in enqueue_many(models, session, call)]
+    if not call.tasks:
         return []
+    tasks = call.tasks
+    rows = NewJobColumns(ids=[p.job_id for p in tasks], kinds=[p.kind for p in tasks],
+                         payloads=[p.payload for p in tasks], priorities=[p.priority for p in tasks],
+                         dedup_keys=[None] * len(tasks))
     backend = backend_for(models)
-    if any(p.dedup_key is not None for p in prepared):
-        siblings = _decide(models, backend, session, prepared)
-        jobs = _write(models, backend, session, prepared, siblings, when, notify)
-        _limit(backend, session, prepared, limit)
-        return [job.id for job in jobs]
-    rows = NewJobColumns(ids=[p.job_id for p in prepared], kinds=[p.kind for p in prepared],
-                         payloads=[p.payload for p in prepared], priorities=[p.priority for p in prepared],
-                         dedup_keys=[None] * len(prepared))
-    backend.insert_rows(session, InsertParams(jobs=rows, delay=when.delay, run_at=when.run_at,
-                                              notify_channel=models.names.channel if notify else None))
-    _limit(backend, session, prepared, limit)
+    backend.insert_rows(session, InsertParams(jobs=rows, delay=call.when.delay, run_at=call.when.run_at,
+                                              notify_channel=models.names.channel if call.notify else None))
+    _limit(backend, session, call)
     return list(rows.ids)
 
 
@@ -322,20 +310,19 @@ def build_job(models: Models, registry: Registry, task: Task, *, priority: objec
               run_at: object = None, timeout: object = None) -> JobBase:
     """An unsaved, validated ``Job`` for ``task``, for the caller to ``session.add``; touches no session.
 
-    Validated exactly as :func:`enqueue_many` validates (kind, payload,
+    Validated by :func:`prepared`, as every enqueue is (kind, payload,
     priority, delay/run_at, timeout); a ``timeout`` rides along as the job's
     ``time_limit`` row, inserted by the same flush.  Its times come from the
     database clock at its INSERT.  A task with a dedup key is refused: its
     merge needs the session, so it must go through ``queue.enqueue``.
     """
-    when = When.check(delay, run_at)
-    p = _prepare(registry, task, priority)
+    call = prepared(registry, [task], priority=priority, delay=delay, run_at=run_at, timeout=timeout)
+    [p], when, limit = call.tasks, call.when, call.limit
     if p.dedup_key is not None:
         raise InvalidOption(
             f"{type(task).__name__} has a dedup key ({p.dedup_key!r}): its merge with a pending sibling needs "
             "the session, so use queue.enqueue(session, task) instead of queue.job(...)"
         )
-    limit = check_timeout(timeout)
     job = models.Job(id=p.job_id, kind=p.kind, payload=p.payload, priority=p.priority,
                      status="pending", run_count=0, failure_count=0, created_at=enqueue_time(),
                      visible_at=visible_time(when.delay, when.run_at))

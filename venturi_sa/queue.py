@@ -36,7 +36,7 @@ from venturi_sa.ops import admin, cleanup, history, stats
 from venturi_sa.ops import control as runtime
 from venturi_sa.ops.control import Cancelled, PauseInfo
 from venturi_sa.ops.explain import Explanation, explain
-from venturi_sa.ops.records import JobInfo, JournalInfo, Page, Stats
+from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, Stats
 from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
@@ -182,11 +182,11 @@ class Queue:
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
         checked = require_session(session, "enqueue_many")
+        call = enqueueing.prepared(self.registry, tasks, priority=priority, delay=delay, run_at=run_at,
+                                   timeout=timeout, notify=self.notify)
         if ids_only and not self.enqueue_hooks:
-            return enqueueing.enqueue_ids(self.models, self.registry, checked, tasks, notify=self.notify,
-                                          priority=priority, delay=delay, run_at=run_at, timeout=timeout)
-        jobs = enqueueing.enqueue_many(self.models, self.registry, checked, tasks, notify=self.notify,
-                                       priority=priority, delay=delay, run_at=run_at, timeout=timeout)
+            return enqueueing.enqueue_ids(self.models, checked, call)
+        jobs = enqueueing.enqueue_many(self.models, checked, call)
         for hook in self.enqueue_hooks:
             hook(session, jobs)
         return [job.id for job in jobs] if ids_only else jobs
@@ -237,10 +237,12 @@ class Queue:
     # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
     # Each method opens its own short transaction(s) on ``engine``; never the application's session.
 
-    def get_job(self, engine: Engine, job_id: str) -> JobInfo:
-        """The job's current row and ``fired_by``, the schedule fire that inserted it (None: no schedule did).
+    def get_job(self, engine: Engine, job_id: str) -> JobView:
+        """The job's current row with ``fired_by`` and ``timeout`` (a :class:`~venturi_sa.JobView`), one statement.
 
-        ``JobNotFound`` if there is no such job.
+        ``fired_by`` is the schedule fire that inserted it (None: no schedule
+        did), ``timeout`` its own time limit (None: its task's applies).
+        Read-only; ``JobNotFound`` if there is no such job.
         """
         return history.get_job(self.models, require_engine(engine, "get_job"), job_id)
 
@@ -296,7 +298,7 @@ class Queue:
 
     # -- the same operations on an AsyncEngine: the sync code above, in a greenlet ------------
 
-    async def get_job_async(self, engine: AsyncEngine, job_id: str) -> JobInfo:
+    async def get_job_async(self, engine: AsyncEngine, job_id: str) -> JobView:
         """:meth:`get_job` on an ``AsyncEngine``."""
         return await _on_sync_engine(engine, "get_job_async", lambda e: history.get_job(self.models, e, job_id))
 

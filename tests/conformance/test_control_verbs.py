@@ -1,5 +1,5 @@
 """Conformance of the runtime-control verbs: pause_kind, resume_kind, pauses, pause_of, cancel,
-cancel_candidates, edit_pending, explain_facts, set_timeouts, timeout_of, the paused-kind filter of claim
+cancel_candidates, edit_pending, explain_facts, set_timeouts (read back by job_view), the paused-kind filter of claim
 (kinds and kind patterns), the time limit claim returns and the cancel requests of renew.
 
 Per sync driver and per runner kind (an ORM Session or a Core Connection),
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import Models
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
+from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import ClaimParams, Fence, RenewParams, Runner
 from venturi_sa.storage.timeouts import TimeoutsParams
 
@@ -147,7 +148,8 @@ def test_a_job_time_limit_is_stored_and_claimed_with_the_job(backend: Backend, r
     own, plain = build(engine, models, kind="t"), build(engine, models, kind="t")
     with runner() as r:
         backend.set_timeouts(r, TimeoutsParams(job_ids=[own.id], timeout=MINUTE))
-        assert backend.timeout_of(r, own.id) == MINUTE and backend.timeout_of(r, plain.id) is None
+        views = [backend.job_view(r, JobParams(job_id=j.id)) for j in (own, plain)]
+        assert [v.timeout if v is not None else "missing" for v in views] == [MINUTE, None]
     with runner() as r:
         claimed = {j.id: j.timeout for j in backend.claim(r, claim_params(["t"]))}
     assert claimed == {own.id: MINUTE, plain.id: None}

@@ -78,6 +78,7 @@ def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models, back
         token = backend.dashboard_token(r)
     assert detail.row is not None and detail.row.id == held_id and len(detail.journal) == 1
     assert detail.now is not None and missing.row is None
+    assert (detail.row.fire_schedule, detail.row.timeout) == (None, None)  # the job view: no fire, no own limit
     ((name, n, expired, kinds, *_),) = [tuple(g) for g in grouped]
     assert (name, n, expired, sorted(kinds)) == (worker, 2, 1, ["a", "b"])
     assert len(claimed) == 2

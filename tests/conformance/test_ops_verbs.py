@@ -27,6 +27,7 @@ from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 from venturi_sa.storage.faults import sqlstate
 from venturi_sa.storage.history import HistoryParams, JobParams
 from venturi_sa.storage.stats import StatsParams
+from venturi_sa.storage.timeouts import TimeoutsParams
 
 OLD, RECENT = -timedelta(days=10), -timedelta(hours=1)
 
@@ -77,8 +78,8 @@ def test_job_row_is_the_whole_row_or_none(engine: sa.Engine, models: Models, bac
         "claimed", "send", {"to": "a@b"}, "k", 1)
 
 
-def test_job_view_is_the_row_and_the_fire_that_inserted_it(engine: sa.Engine, models: Models, backend: Backend,
-                                                           runner: OpenRunner) -> None:
+def test_job_view_is_the_row_the_fire_that_inserted_it_and_its_time_limit(
+        engine: sa.Engine, models: Models, backend: Backend, runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         fired_id, plain_id = Job(kind="report").id, Job(kind="report").id
     fire_at = datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)
@@ -89,16 +90,19 @@ def test_job_view_is_the_row_and_the_fire_that_inserted_it(engine: sa.Engine, mo
         conn.execute(sa.insert(models.fires_table).values(schedule="nightly", fire_at=fire_at, job_id=fired_id,
                                                           fired_at=fire_at + timedelta(seconds=1)))
     with runner() as r:
+        backend.set_timeouts(r, TimeoutsParams(job_ids=[fired_id], timeout=timedelta(minutes=2)))
         fired = backend.job_view(r, JobParams(job_id=fired_id))
         plain = backend.job_view(r, JobParams(job_id=plain_id))
         missing = backend.job_view(r, JobParams(job_id="01J00000000000000000000000"))
     assert missing is None and fired is not None and plain is not None
     columns = tuple(c.name for c in models.jobs_table.c)
-    assert tuple(fired._mapping) == (*columns, "fire_schedule", "fire_at", "fired_at")
+    assert tuple(fired._mapping) == (*columns, "fire_schedule", "fire_at", "fired_at", "timeout")
     assert {c: fired._mapping[c] for c in columns} == dict(job(engine, models, fired_id)._mapping)
     assert (fired.fire_schedule, fired.fire_at, fired.fired_at) == ("nightly", fire_at,
                                                                     fire_at + timedelta(seconds=1))
-    assert (plain.id, plain.fire_schedule, plain.fire_at, plain.fired_at) == (plain_id, None, None, None)
+    assert fired.timeout == timedelta(minutes=2)
+    assert (plain.id, plain.fire_schedule, plain.fire_at, plain.fired_at, plain.timeout) == (
+        plain_id, None, None, None, None)
 
 
 def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: Models, backend: Backend,

@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from factories import factories_for
+from sqlalchemy import event
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ClauseElement, Executable
@@ -22,6 +23,21 @@ def factory_session(engine: sa.Engine, models: Models) -> Iterator[tuple[Any, An
     with Session(engine) as session:
         yield factories_for(models, session)
         session.commit()
+
+
+@contextmanager
+def counted(engine: sa.Engine) -> Iterator[list[str]]:
+    """The SQL statements ``engine`` runs inside the block."""
+    seen: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
 
 
 class Explain(Executable, ClauseElement):

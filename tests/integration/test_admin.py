@@ -45,7 +45,7 @@ def test_requeue_dead_job_gets_fresh_tries_and_a_journal_row(engine, models, que
     assert info.finished_at is None
     assert info.claimed_by is None and info.claim_expires_at is None
     assert info.visible_at <= _db_now(engine)
-    assert queue.get_job(engine, job_id) == info
+    assert queue.get_job(engine, job_id).info == info  # a JobView's plain JobInfo part
     last = queue.journal(engine, job_id)[-1]
     assert (last.outcome, last.run_no, last.note) == ("released", 5, "requeued by operator: fixed the SMTP password")
 

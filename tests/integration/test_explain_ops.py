@@ -132,23 +132,30 @@ def test_cleanup_batches_use_terminal_indexes(engine, big, statuses, kind, expec
     _uses(engine, cleanup_sql.count_statement(models, narrow), models, *expected)
 
 
-def test_the_job_view_is_a_key_lookup_and_one_fires_job_probe(engine, big):  # type: ignore[no-untyped-def]
-    """``get_job`` reads the fire that inserted the job by ``_fires_job``, never scanning ``_fires``."""
+def test_the_job_view_is_a_key_lookup_and_two_key_probes(engine, big):  # type: ignore[no-untyped-def]
+    """``get_job`` reads the fire that inserted the job by ``_fires_job`` and its own time limit by
+    ``_timeouts_pkey``, never scanning ``_fires`` or ``_timeouts``."""
     models, _ = big
     names = models.names
-    with engine.begin() as conn:  # 20k of the jobs were fired by one schedule, one fire each
+    with engine.begin() as conn:  # 20k of the jobs were fired by one schedule, one fire each; 30k have a limit
         conn.execute(sa.text(f"INSERT INTO {names.schedules} (name, kind, payload, priority, timing, tz, catch_up, "
                              "overlap, next_at, updated) VALUES ('s', 'kind_0', '{}', 1, 'every:60', 'UTC', "
                              "'latest', 'allow', now(), now())"))
         conn.execute(sa.text(f"INSERT INTO {names.fires} (schedule, fire_at, job_id, fired_at) "
                              f"SELECT 's', created_at, id, created_at FROM {names.jobs} "
                              "WHERE id < lpad('20000', 26, '0')"))
+        conn.execute(sa.text(f"INSERT INTO {names.timeouts} (job_id, timeout) "
+                             f"SELECT id, interval '1 minute' FROM {names.jobs} "
+                             "WHERE id BETWEEN lpad('10000', 26, '0') AND lpad('40000', 26, '0')"))
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql(f"VACUUM ANALYZE {names.fires}")
-    for job_id in ("00000000000000000000010000", "00000000000000000000050000"):  # fired, not fired
+        conn.exec_driver_sql(f"VACUUM ANALYZE {names.timeouts}")
+    expected = {names.index(i) for i in ("jobs_pkey", "fires_job", "timeouts_pkey")}
+    # fired with a limit, limit only, neither
+    for job_id in ("00000000000000000000010000", "00000000000000000000030000", "00000000000000000000050000"):
         plan = plan_of(engine, history_sql.job_view_statement(models, job_id))
         assert "Seq Scan" not in node_types(plan), sorted(node_types(plan))
-        assert indexes_used(plan) == {names.index("jobs_pkey"), names.index("fires_job")}, indexes_used(plan)
+        assert indexes_used(plan) == expected, indexes_used(plan)
 
 
 def test_cleanup_on_the_big_table(engine, big):  # type: ignore[no-untyped-def]

@@ -9,10 +9,13 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from factories import db_now
-from ops_support import factory_session
+from ops_support import counted, factory_session
 
-from venturi_sa import InvalidOption, JobNotFound, Queue
+from venturi_sa import InvalidOption, JobNotFound, JobView, Queue
+from venturi_sa.ops import JobInfo
 from venturi_sa.ops.history import encode_cursor
+from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.timeouts import TimeoutsParams
 
 
 @pytest.fixture
@@ -63,6 +66,28 @@ def test_get_job_and_its_journal_in_order(engine, models, queue):
         (3, "completed", "run 3", {"run": 3})]
     assert [e.id for e in timeline] == sorted(e.id for e in timeline)
     json.dumps([e.as_dict() for e in timeline])
+
+
+def test_get_job_reads_a_job_view_in_one_statement_and_listings_plain_job_infos(engine, models, queue):
+    """``fired_by`` and ``timeout`` exist only where they are read: on ``get_job``'s ``JobView``."""
+    with factory_session(engine, models) as (Job, _):
+        limited, plain = Job(kind="report").id, Job(kind="report").id
+    with engine.begin() as conn:
+        backend_for(models).set_timeouts(conn, TimeoutsParams(job_ids=[limited], timeout=timedelta(minutes=2)))
+    with counted(engine) as statements:
+        view = queue.get_job(engine, limited)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1, statements
+    assert type(view) is JobView and isinstance(view, JobInfo)
+    assert (view.timeout, view.fired_by) == (timedelta(minutes=2), None)
+    assert json.loads(json.dumps(view.as_dict()))["timeout"] == 120.0 and view.as_dict()["fired_by"] is None
+    assert queue.get_job(engine, plain).timeout is None
+    listed = {j.id: j for j in queue.history(engine, kind="report").items}
+    killed = queue.kill(engine, plain)
+    for record in (*listed.values(), killed):
+        assert type(record) is JobInfo and not hasattr(record, "timeout") and not hasattr(record, "fired_by")
+        assert {"timeout", "fired_by"}.isdisjoint(record.as_dict())
+    assert set(listed) == {limited, plain}
+    assert view.info == listed[limited] and view != listed[limited]  # a JobView is not a JobInfo; its .info is
 
 
 def test_unknown_job_and_job_without_journal(engine, models, queue):

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
 from ops_support import factory_session
+from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 from web_kit import csrf_of
 
@@ -186,8 +187,8 @@ def test_a_redacted_payload_is_never_prefilled(engine: sa.Engine, models: Any, s
     assert "&#34;secret&#34;: &#34;***&#34;" in page  # shown redacted, the form left empty
 
 
-def test_the_job_page_says_which_schedule_fired_it(engine: sa.Engine, models: Any, client: TestClient,
-                                                   seeded: dict[str, list[str]]) -> None:
+def test_the_job_page_says_which_schedule_fired_it_and_its_time_limit(
+        engine: sa.Engine, models: Any, client: TestClient, seeded: dict[str, list[str]]) -> None:
     from venturi_sa import task
     from venturi_sa.periodic import reconcile, run_now
 
@@ -199,6 +200,10 @@ def test_the_job_page_says_which_schedule_fired_it(engine: sa.Engine, models: An
     page = client.get(f"/jobs/{job_id}").text
     assert 'id="fired"' in page and "fired by schedule" in page and "every-six-hours" in page
     assert 'id="fired"' not in client.get(f"/jobs/{seeded['pending'][0]}").text
+    assert '<td id="time-limit"></td>' in page
+    with Session(engine) as session, session.begin():
+        limited = queue.enqueue(session, report(), timeout=timedelta(seconds=45)).id
+    assert '<td id="time-limit">45s (set at enqueue' in client.get(f"/jobs/{limited}").text
 
 
 def test_a_database_error_stops_the_walk_and_says_where(engine: sa.Engine, models: Any,

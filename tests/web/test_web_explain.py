@@ -118,7 +118,7 @@ def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tup
     app = create_app(engine, models.prefix, listen=False)
     with TestClient(app) as client:
         job_id = client.get("/jobs").text.split('name="ids" value="')[1].split('"')[0]
-        # a pending job's page: its row and journal (3), fired_by (1), explain (7)
+        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (8)
         for url, most in {**PAGES, f"/jobs/{job_id}": 11, f"/fragment/jobs/{job_id}": 11}.items():
             with counted(engine) as statements:
                 response = client.get(url)

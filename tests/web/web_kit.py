@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from ops_support import counted as counted  # re-exported: the dashboard tests count their queries
 from ops_support import factory_session
-from sqlalchemy import event
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -35,21 +35,6 @@ def csrf_of(html: str) -> str:
     found = CSRF.search(html)
     assert found, "no CSRF field in the page"
     return found.group(1)
-
-
-@contextmanager
-def counted(engine: sa.Engine) -> Iterator[list[str]]:
-    """The SQL statements ``engine`` runs inside the block."""
-    seen: list[str] = []
-
-    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", note)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", note)
 
 
 def free_port() -> int:

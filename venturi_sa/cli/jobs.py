@@ -16,7 +16,7 @@ from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import cell, emit_json, fields, table
-from venturi_sa.ops.records import FireInfo, JobInfo, JournalInfo
+from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo
 from venturi_sa.states import STATUSES
 
 LIST_COLUMNS = ("id", "kind", "status", "priority", "run_count", "failure_count", "created_at", "finished_at")
@@ -85,8 +85,9 @@ def render_fire(fire: FireInfo | None) -> str | None:
     return f"schedule {fire.schedule}, fire time {cell(fire.fire_at)} (fired at {cell(fire.fired_at)})"
 
 
-def render_job(job: JobInfo, journal: Sequence[JournalInfo]) -> str:
-    """A job's fields (with the schedule fire that inserted it), then its journal timeline, as text."""
+def render_job(job: JobView, journal: Sequence[JournalInfo]) -> str:
+    """A job's fields (with the schedule fire that inserted it and its own time limit), then its journal
+    timeline, as text."""
     values = {**asdict(job), "fired_by": render_fire(job.fired_by)}
     text = fields([(label, values[key]) for label, key in SHOW_FIELDS])
     if not journal:

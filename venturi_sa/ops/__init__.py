@@ -15,6 +15,6 @@ and friends always name the modules, never a function of the same name.
 
 from __future__ import annotations
 
-from venturi_sa.ops.records import KIND_KEYS, FireInfo, JobInfo, JournalInfo, Page, Stats
+from venturi_sa.ops.records import KIND_KEYS, FireInfo, JobInfo, JobView, JournalInfo, Page, Stats
 
-__all__ = ["KIND_KEYS", "FireInfo", "JobInfo", "JournalInfo", "Page", "Stats"]
+__all__ = ["KIND_KEYS", "FireInfo", "JobInfo", "JobView", "JournalInfo", "Page", "Stats"]

@@ -27,6 +27,7 @@ from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.control import ALL_KINDS, ExplainFacts
+from venturi_sa.storage.history import JobParams
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
 
@@ -72,14 +73,20 @@ class Explanation:
 
 def explain(models: Models, engine: sa.Engine, job_id: str,
             activity_window: timedelta = ACTIVITY_WINDOW) -> Explanation:
-    """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none."""
+    """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none.
+
+    Its own time limit is read through the job view (``get_job``'s statement),
+    in the same snapshot as the facts.
+    """
+    backend = backend_for(models)
     with short_transaction(models, engine, isolation="REPEATABLE READ") as session:
-        facts = backend_for(models).explain_facts(session, job_id, activity_window)
-    if facts.job is None:
+        view = backend.job_view(session, JobParams(job_id=job_id))
+        facts = backend.explain_facts(session, job_id, activity_window) if view is not None else None
+    if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
     return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window),
-                       timeout=facts.timeout)
+                       timeout=view.timeout)
 
 
 def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:

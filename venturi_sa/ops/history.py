@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import json
 import math
 import time
@@ -23,7 +22,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.options import aware, statuses
-from venturi_sa.ops.records import FireInfo, JobInfo, JournalInfo, Page, job_view_info
+from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage.backend import backend_for
@@ -39,16 +38,14 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
     return JobNotFound(f"no job with id {job_id!r} in queue {models.prefix!r}")
 
 
-def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobInfo:
-    """The job's current row, with ``fired_by`` (the schedule fire that inserted it, or None) read in the
-    same statement, and its own time limit; raises ``JobNotFound`` if there is no such job."""
-    backend = backend_for(models)
+def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobView:
+    """The job's current row with ``fired_by`` (the schedule fire that inserted it) and ``timeout`` (its own
+    time limit), all read in one statement; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
-        row = backend.job_view(session, JobParams(job_id=job_id))
-        timeout = backend.timeout_of(session, job_id) if row is not None else None
+        row = backend_for(models).job_view(session, JobParams(job_id=job_id))
     if row is None:
         raise job_not_found(models, job_id)
-    return dataclasses.replace(job_view_info(row), timeout=timeout)
+    return job_view_info(row)
 
 
 def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:

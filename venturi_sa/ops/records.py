@@ -8,7 +8,7 @@ JSON-friendly form (times as ISO 8601 strings, durations in seconds).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,15 +41,9 @@ class FireInfo:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """A snapshot of one ``<prefix>_jobs`` row.
+    """A snapshot of one ``<prefix>_jobs`` row, as listings and admin actions return it.
 
-    ``fired_by`` is the schedule fire that inserted the job, read with the
-    row by ``get_job`` / ``get_job_async`` (and ``venturi jobs show``): None
-    there means no schedule inserted it.  ``timeout`` is the job's own time
-    limit (an enqueue's ``timeout=``, from ``<prefix>_timeouts``), also read
-    by ``get_job``: None when it has none (its task's ``Task.timeout``
-    applies).  The records that listings and admin actions return read
-    neither and leave both None.
+    ``get_job`` returns a :class:`JobView`: this plus ``fired_by`` and ``timeout``.
     """
 
     id: str
@@ -66,20 +60,44 @@ class JobInfo:
     failure_count: int
     carry: Any
     dedup_key: str | None
-    fired_by: FireInfo | None = None
-    timeout: timedelta | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly: times as ISO 8601 strings, ``timeout`` in seconds, ``fired_by`` a mapping or None."""
+        """JSON-friendly: times as ISO 8601 strings (a :class:`JobView`'s ``timeout`` in seconds, its
+        ``fired_by`` a mapping or None)."""
         return {k: jsonable(v) for k, v in asdict(self).items()}
 
 
-def job_view_info(row: Any) -> JobInfo:
-    """The record of one row of ``Backend.job_view``: the job, and the fire that inserted it (if any)."""
+@dataclass(frozen=True)
+class JobView(JobInfo):
+    """One job as ``get_job`` / ``get_job_async`` read it: a :class:`JobInfo` plus ``fired_by`` and ``timeout``.
+
+    The row and both fields are read by one statement, so they agree; like
+    every record it is a snapshot that may be stale once read.  ``fired_by``
+    is the schedule fire that inserted the job, None if no schedule did.
+    ``timeout`` is the job's own time limit (an enqueue's ``timeout=``, from
+    ``<prefix>_timeouts``), None if it has none (its task's ``Task.timeout``
+    applies).  Both are always read: None means none, never "not read".
+    ``venturi jobs show`` prints them.
+    """
+
+    fired_by: FireInfo | None
+    timeout: timedelta | None
+
+    @property
+    def info(self) -> JobInfo:
+        """The plain :class:`JobInfo` of the same row: what a listing or an admin action returns for it.
+
+        A ``JobView`` never equals a ``JobInfo`` (they are different records); compare ``view.info``.
+        """
+        return JobInfo(**{f.name: getattr(self, f.name) for f in fields(JobInfo)})
+
+
+def job_view_info(row: Any) -> JobView:
+    """The record of one row of ``Backend.job_view``: the job, the fire that inserted it (if any), its limit."""
     data = dict(row._mapping)
     schedule, fire_at, fired_at = data.pop("fire_schedule"), data.pop("fire_at"), data.pop("fired_at")
     fired = FireInfo(schedule=schedule, fire_at=fire_at, fired_at=fired_at) if schedule is not None else None
-    return JobInfo(**data, fired_by=fired)
+    return JobView(**data, fired_by=fired)
 
 
 @dataclass(frozen=True)

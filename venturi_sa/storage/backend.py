@@ -98,7 +98,8 @@ class Backend(Protocol):
 
     def job_view(self, runner: Runner, params: history.JobParams) -> sa.Row[Any] | None:
         """One job's row plus ``fire_schedule``, ``fire_at``, ``fired_at`` of the fire that inserted it (NULLs
-        if no schedule did), in one statement without locks; None if there is no such job."""
+        if no schedule did) and its own ``timeout`` (NULL if none), in one statement without locks; None if
+        there is no such job."""
 
     def journal_rows(self, runner: Runner, params: history.JobParams) -> Sequence[sa.Row[Any]]:
         """One job's journal, oldest first (empty both for no entries and for no such job)."""
@@ -180,9 +181,6 @@ class Backend(Protocol):
     def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
         """Give new jobs of this transaction their own time limit (overriding ``Task.timeout``)."""
 
-    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
-        """A job's own time limit; None if it has none (it uses its task's ``timeout``)."""
-
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         """The facts ``explain`` turns into reasons (read-only)."""
 
@@ -200,7 +198,8 @@ class Backend(Protocol):
         """``(bucket, p50, p95, count)`` enqueue-to-completed seconds of jobs finished in the window."""
 
     def dashboard_job(self, runner: Runner, params: history.JobParams) -> dashboard.JobDetail:
-        """One job's row, its journal in order and the database clock (row None: no such job)."""
+        """One job's view row (its fire and own time limit too), its journal in order and the database clock
+        (row None: no such job)."""
 
     def dashboard_workers(self, runner: Runner) -> tuple[Sequence[sa.Row[Any]], Sequence[sa.Row[Any]]]:
         """Claimed jobs grouped by ``claimed_by``, and the claimed jobs themselves (bounded)."""
@@ -334,9 +333,6 @@ class SqlAlchemyBackend:
 
     def set_timeouts(self, runner: Runner, params: timeouts.TimeoutsParams) -> None:
         timeouts.set_timeouts(self.models, runner, params)
-
-    def timeout_of(self, runner: Runner, job_id: str) -> timedelta | None:
-        return timeouts.timeout_of(self.models, runner, job_id)
 
     def explain_facts(self, runner: Runner, job_id: str, activity_window: timedelta) -> control.ExplainFacts:
         return control.explain_facts(self.models, runner, job_id, activity_window=activity_window)

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.history import job_columns, job_statement, journal_statement, older_than
+from venturi_sa.storage.history import job_columns, job_view_statement, journal_statement, older_than
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.stats import PendingRow, expired_statement, pending_statement
 
@@ -354,7 +354,11 @@ def fetch_workers(models: Models, runner: Runner) -> tuple[Sequence[sa.Row[Any]]
 
 @dataclass(frozen=True, kw_only=True)
 class JobDetail:
-    """One job's row (None: no such job), its journal in order, and the database clock."""
+    """One job's view row (None: no such job), its journal in order, and the database clock.
+
+    ``row`` is :func:`~venturi_sa.storage.history.job_view_statement`'s: the job's
+    columns, the fire that inserted it and its own time limit.
+    """
 
     row: sa.Row[Any] | None
     journal: Sequence[sa.Row[Any]]
@@ -362,8 +366,8 @@ class JobDetail:
 
 
 def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
-    """The row by primary key, then (if found) its journal through ``_journal_job`` and ``now()``."""
-    row = runner.execute(job_statement(models, job_id)).first()
+    """The job view by primary key, then (if found) its journal through ``_journal_job`` and ``now()``."""
+    row = runner.execute(job_view_statement(models, job_id)).first()
     if row is None:
         return JobDetail(row=None, journal=(), now=None)
     journal = runner.execute(journal_statement(models, job_id)).all()

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import Runner
+from venturi_sa.storage.timeouts import own_timeout
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,14 +55,18 @@ def job_statement(models: Models, job_id: str) -> sa.Select[Any]:
 
 
 def job_view_statement(models: Models, job_id: str) -> sa.Select[Any]:
-    """The job's row and the schedule fire that inserted it: a primary-key lookup LEFT JOIN ``_fires_job``.
+    """The job's row, the schedule fire that inserted it and its own time limit, in one statement.
 
-    The fire's columns are labelled ``fire_schedule``, ``fire_at`` and
-    ``fired_at``; all three are NULL for a job no schedule inserted.
+    A primary-key lookup LEFT JOIN ``_fires`` by ``_fires_job``, plus a
+    scalar subquery probing ``_timeouts`` by its primary key.  The fire's
+    columns are labelled ``fire_schedule``, ``fire_at`` and ``fired_at`` (all
+    three NULL for a job no schedule inserted); ``timeout`` is NULL for a job
+    without its own limit.
     """
     jobs, fires = models.jobs_table, models.fires_table
     return (sa.select(*job_columns(models), fires.c.schedule.label("fire_schedule"),
-                      fires.c.fire_at.label("fire_at"), fires.c.fired_at.label("fired_at"))
+                      fires.c.fire_at.label("fire_at"), fires.c.fired_at.label("fired_at"),
+                      own_timeout(models).label("timeout"))
             .select_from(jobs.outerjoin(fires, fires.c.job_id == jobs.c.id))
             .where(jobs.c.id == job_id))
 

@@ -18,9 +18,9 @@ from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.control import PauseInfo, pauses
 from venturi_sa.ops.explain import explain
-from venturi_sa.ops.records import JobInfo, JournalInfo, ScheduleInfo
+from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.periodic import FireInfo, fired_by, list_schedules
+from venturi_sa.periodic import list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
@@ -198,11 +198,11 @@ WAITS = {"paused": "paused by its handler", "retried": "backing off after a fail
 
 @dataclass(frozen=True, kw_only=True)
 class Detail:
-    job: JobInfo
+    job: JobView
+    """The job with the schedule fire that inserted it and its own time limit (one statement)."""
     runs: list[Run]
     now: datetime
     reason: str = ""
-    fired: FireInfo | None = None
     why: tuple[str, ...] = ()
     """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
 
@@ -239,13 +239,13 @@ def _reason(detail: Detail) -> str:
 
 
 def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
-    """The job's row and journal (one transaction), or None if there is no such job."""
+    """The job's view (row, fire, own time limit) and journal (one transaction), or None if there is no such job."""
     with short_transaction(models, engine) as session:
         found = backend_for(models).dashboard_job(session, JobParams(job_id=job_id))
     if found.row is None or found.now is None:
         return None
     row, entries, now = found.row, found.journal, found.now
-    job = JobInfo(**row._mapping)
+    job = job_view_info(row)
     runs: list[Run] = []
     previous = job.created_at
     for r in entries:
@@ -257,9 +257,9 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
 
 
 def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
-    """:func:`detail`, which schedule fired the job (:func:`venturi_sa.periodic.fired_by`), and why it waits.
+    """:func:`detail` and why the job waits.
 
-    Three short transactions; the explanation (pauses, backoff, place in line,
+    Two short transactions; the explanation (pauses, backoff, place in line,
     whether a worker runs the kind) only for a pending or claimed job.
     """
     found = detail(models, engine, job_id)
@@ -271,7 +271,7 @@ def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None
             why = tuple(r.text for r in explain(models, engine, job_id).reasons)
         except JobNotFound:  # deleted meanwhile: show what was read
             pass
-    return replace(found, fired=fired_by(models, engine, job_id), why=why)
+    return replace(found, why=why)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ action to the selected ids, or to every job matching the submitted filter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
@@ -82,20 +83,30 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+Endpoint = Callable[[Request], Response]
+"""A synchronous route handler."""
+
+
 def routes(dashboard: Dashboard) -> list[Route]:
     """Every built-in route, bound to ``dashboard``."""
 
-    def overview_data(request: Request) -> queries.Overview:
+    def paired(read: Callable[[Request], dict[str, Any]], template: str, body: str,
+               page: str) -> tuple[Endpoint, Endpoint]:
+        """A page and its live fragment (re-read when the queue changes): both draw what ``read`` returns."""
+
+        def full(request: Request) -> Response:
+            return dashboard.render(request, template, page=page, **read(request))
+
+        def fragment(request: Request) -> Response:
+            return dashboard.render(request, body, **read(request))
+
+        return full, fragment
+
+    def overview_data(request: Request) -> dict[str, Any]:
         window = request.query_params.get("window", "hour")
         if window not in queries.WINDOWS:
             raise _bad(f"invalid chart window {window!r}: use hour or day")
-        return queries.overview(dashboard.models, dashboard.engine, window)
-
-    def overview(request: Request) -> Response:
-        return dashboard.render(request, "overview.html", view=overview_data(request), page="overview")
-
-    def overview_fragment(request: Request) -> Response:
-        return dashboard.render(request, "overview_body.html", view=overview_data(request))
+        return {"view": queries.overview(dashboard.models, dashboard.engine, window)}
 
     def jobs_data(request: Request) -> dict[str, Any]:
         now = _now()
@@ -110,40 +121,24 @@ def routes(dashboard: Dashboard) -> list[Route]:
                 "query": urlencode(given), "upto": now.isoformat(), "statuses": STATUSES,
                 "windows": list(WINDOWS)}
 
-    def jobs(request: Request) -> Response:
-        return dashboard.render(request, "jobs.html", page="jobs", **jobs_data(request))
-
-    def jobs_fragment(request: Request) -> Response:
-        return dashboard.render(request, "jobs_rows.html", **jobs_data(request))
-
-    def job_data(request: Request) -> queries.Detail:
+    def job_data(request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
         found = queries.detail_page(dashboard.models, dashboard.engine, job_id)
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
-        return found
+        return {"view": found}
 
-    def job(request: Request) -> Response:
-        return dashboard.render(request, "job.html", page="jobs", view=job_data(request))
+    def workers_data(request: Request) -> dict[str, Any]:
+        return {"view": queries.workers(dashboard.models, dashboard.engine)}
 
-    def job_fragment(request: Request) -> Response:
-        return dashboard.render(request, "job_body.html", view=job_data(request))
+    def control_data(request: Request) -> dict[str, Any]:
+        return {"view": queries.control(dashboard.models, dashboard.engine)}
 
-    def workers(request: Request) -> Response:
-        view = queries.workers(dashboard.models, dashboard.engine)
-        return dashboard.render(request, "workers.html", page="workers", view=view)
-
-    def workers_fragment(request: Request) -> Response:
-        view = queries.workers(dashboard.models, dashboard.engine)
-        return dashboard.render(request, "workers_body.html", view=view)
-
-    def control(request: Request) -> Response:
-        view = queries.control(dashboard.models, dashboard.engine)
-        return dashboard.render(request, "control.html", page="control", view=view)
-
-    def control_fragment(request: Request) -> Response:
-        view = queries.control(dashboard.models, dashboard.engine)
-        return dashboard.render(request, "control_body.html", view=view)
+    overview, overview_fragment = paired(overview_data, "overview.html", "overview_body.html", "overview")
+    jobs, jobs_fragment = paired(jobs_data, "jobs.html", "jobs_rows.html", "jobs")
+    job, job_fragment = paired(job_data, "job.html", "job_body.html", "jobs")
+    workers, workers_fragment = paired(workers_data, "workers.html", "workers_body.html", "workers")
+    control, control_fragment = paired(control_data, "control.html", "control_body.html", "control")
 
     async def act(request: Request) -> Response:
         form = await request.form()
