@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from venturi_sa.errors import JobCancelled
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
+from venturi_sa.worker.hooks import NOTHING
 
 if TYPE_CHECKING:
     from venturi_sa.worker.run import Run
@@ -106,8 +107,7 @@ def deliver_cancel(run: Run, note: str) -> None:
         cancel()
 
 
-@contextmanager
-def time_limit(run: Run) -> Iterator[None]:
+def time_limit(run: Run) -> AbstractContextManager[None]:
     """Enforce the run's time limit on the handler call inside this block.
 
     The limit is the job's own (an enqueue's ``timeout=``, read with the
@@ -122,9 +122,12 @@ def time_limit(run: Run) -> Iterator[None]:
     if timeout is None:
         timeout, source = (run.task_type.timeout if run.task_type is not None else None), "Task.timeout"
     if timeout is None:
-        yield
-        return
-    seconds = timeout.total_seconds()
+        return NOTHING
+    return _timer(run, timeout.total_seconds(), source)
+
+
+@contextmanager
+def _timer(run: Run, seconds: float, source: str) -> Iterator[None]:
 
     def expire() -> None:
         if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s ({source})", timed_out=True):
