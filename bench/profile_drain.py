@@ -50,10 +50,15 @@ def _drain(dsn: str, concurrency: int, batch_size: int) -> None:
         engine.dispose()  # an AsyncEngine's connections were closed by the worker, on its loop
 
 
+def _not_a_frame(frame: str) -> bool:
+    """py-spy's thread and process labels (a function named ``process`` is a frame)."""
+    return frame.startswith("thread") or (frame.startswith("process") and not frame.startswith("process ("))
+
+
 def summarize(stacks: Path, top: int = 25, seconds: float | None = None, rate: int = 100) -> str:
     """Top functions by self and inclusive samples from py-spy's collapsed ('raw') output.
 
-    Start-up samples (the main thread outside ``run_until_idle``) are left out.  With
+    Start-up samples (the main thread outside ``run_until_idle``, and ``Worker._start``) are left out.  With
     ``--gil`` every sample is a moment some thread held the GIL, so samples /
     (rate x seconds) is the share of the drain the interpreter was busy.
     """
@@ -70,11 +75,13 @@ def summarize(stacks: Path, top: int = 25, seconds: float | None = None, rate: i
         main_thread = any(f.startswith("<module> (profile_drain.py") for f in frames)
         if main_thread and not any(f.startswith("Worker.run_until_idle (") for f in frames):
             continue
+        if any(f.startswith("Worker._start (") for f in frames):
+            continue  # the worker's start-up (schema check, its first alembic import), not the drain
         total += n
         if frames and frames[0].startswith("thread"):
             by_thread[frames[0]] += n
         names = [f.split(" (")[0] + " (" + f.split(" (", 1)[1].rsplit(":", 1)[0].rsplit("/", 1)[-1] + ")"
-                 if " (" in f else f for f in frames if not f.startswith(("thread", "process"))]
+                 if " (" in f else f for f in frames if not _not_a_frame(f)]
         if names:
             self_c[names[-1]] += n
         for name in set(names):
@@ -84,7 +91,18 @@ def summarize(stacks: Path, top: int = 25, seconds: float | None = None, rate: i
     lines += [f"| {100 * c / total:.1f} | `{f}` |" for f, c in self_c.most_common(top)]
     lines += ["", "| inclusive % | function (file) |", "|---|---|"]
     lines += [f"| {100 * c / total:.1f} | `{f}` |" for f, c in incl.most_common(top + 15)]
+    lines += ["", "Per-job work (inclusive %; 0 where a function no longer exists):", "",
+              "| inclusive % | function (file) |", "|---|---|"]
+    lines += [f"| {100 * sum(c for f, c in incl.items() if f.startswith(name)) / total:.1f} | `{name}` |"
+              for name in PER_JOB]
     return "\n".join(lines) + "\n"
+
+
+PER_JOB = ("Worker._dispatch (", "JobContext.__init__ (", "ClaimedJob.__init__ (", "FinishParams.__init__ (",
+           "__create_fn__.<locals>.__init__ (", "Condition.__init__ (", "Event.__init__ (", "_batch_columns (",
+           "Executors._handle (", "process (executor.py)", "SQLCompiler._process_parameters_for_postcompile (",
+           "CursorFetchStrategy.fetchall (", "loads (__init__.py)")
+"""What the per-job table of :func:`summarize` follows (prefixes of ``name (file)``)."""
 
 
 def profile_enqueue(dsn: str, n: int, out: Path) -> str:

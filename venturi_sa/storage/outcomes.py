@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
-from venturi_sa.states import OUTCOME_STATUS, Status
+from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
 from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
 
 
@@ -46,29 +46,31 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 
 
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+_ZERO = timedelta(0)
+_DUMPS = json.dumps
+_JSON_NULL = "null"  # a saved carry of None: JSON null, as json.dumps(None)
+# Per outcome, the columns it decides: (status, finished, outcome); looked up once per row.
+_BY_OUTCOME: dict[Outcome, tuple[str, bool, str]] = {
+    outcome: (status.value, status.terminal, outcome.value) for outcome, status in OUTCOME_STATUS.items()}
+
+
+def _row(p: FinishParams) -> tuple[Any, ...]:
+    """One outcome as the values of ``_BATCH_COLUMNS``, in order (one tuple, no per-column appends)."""
+    fence = p.fence
+    status, finished, outcome = _BY_OUTCOME[p.outcome]
+    visible_at, attachment, carry = p.visible_at, p.attachment, p.carry
+    return (fence.job_id, fence.kind, fence.claimed_by, fence.run_count, status, finished,
+            None if visible_at is None else visible_at.isoformat(), p.delay or _ZERO, 1 if p.failure else 0,
+            p.save_carry, (_JSON_NULL if carry is None else _DUMPS(carry)) if p.save_carry else None, outcome, p.note,
+            None if attachment is None else _DUMPS(attachment))
+
+
+_NAMES = tuple(f"v_{name}" for name, _ in _BATCH_COLUMNS)
 
 
 def _batch_columns(batch: Sequence[FinishParams]) -> dict[str, list[Any]]:
-    columns: dict[str, list[Any]] = {f"v_{name}": [] for name, _ in _BATCH_COLUMNS}
-    for p in batch:
-        status = OUTCOME_STATUS[p.outcome]
-        columns["v_id"].append(p.fence.job_id)
-        columns["v_kind"].append(p.fence.kind)
-        columns["v_claimed_by"].append(p.fence.claimed_by)
-        columns["v_run_count"].append(p.fence.run_count)
-        columns["v_status"].append(status.value)
-        columns["v_finished"].append(status.terminal)
-        columns["v_visible_at"].append(p.visible_at.isoformat() if p.visible_at else None)
-        columns["v_delay"].append(p.delay or timedelta(0))
-        columns["v_failure_inc"].append(1 if p.failure else 0)
-        columns["v_save_carry"].append(p.save_carry)
-        columns["v_carry"].append(json.dumps(p.carry) if p.save_carry else None)
-        columns["v_outcome"].append(p.outcome.value)
-        columns["v_note"].append(p.note)
-        columns["v_attachment"].append(_json_or_none(p.attachment))
-    return columns
+    """The batch's bind parameters: one array per column, transposed from one tuple per row."""
+    return dict(zip(_NAMES, map(list, zip(*map(_row, batch), strict=True)), strict=True))
 
 
 def _outcome_rows() -> Any:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
@@ -19,9 +18,12 @@ Runner = Session | Connection
 """Where a storage verb runs: an ORM Session or a Core Connection, inside the caller's transaction."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Fence:
-    """Identifies one run of one job: the claim the outcome write is guarded on."""
+class Fence(NamedTuple):
+    """Identifies one run of one job: the claim the outcome write is guarded on.
+
+    A named tuple (immutable, hashed and compared in C): it keys the
+    worker's runs and is built once per claimed job.
+    """
 
     job_id: str
     kind: str
@@ -29,9 +31,17 @@ class Fence:
     run_count: int
 
 
-@dataclass(frozen=True, kw_only=True)
 class ClaimedJob:
-    """A claimed row, as plain data safe to hand to another thread."""
+    """A claimed row, as plain data safe to hand to another thread.
+
+    Read-only by contract (nothing assigns its attributes after the claim).
+    A slotted class rather than a frozen dataclass: one is built per claimed
+    job, and a frozen dataclass's ``__init__`` (one ``object.__setattr__``
+    per field) was a measurable share of the worker's per-job time.
+    """
+
+    __slots__ = ("id", "kind", "payload", "carry", "priority", "created_at", "run_count", "failure_count",
+                 "claimed_by", "waited", "next_visible", "timeout", "fence")
 
     id: str
     kind: str
@@ -42,14 +52,39 @@ class ClaimedJob:
     run_count: int
     failure_count: int
     claimed_by: str
-    waited: float = 0.0  # seconds from visible_at to this claim, on the database clock
-    next_visible: float | None = None  # seconds until the soonest future visible_at of the claim's kinds
-    timeout: timedelta | None = None  # the job's own time limit (an enqueue's timeout=), overriding Task.timeout
+    waited: float  # seconds from visible_at to this claim, on the database clock
+    next_visible: float | None  # seconds until the soonest future visible_at of the claim's kinds
+    timeout: timedelta | None  # the job's own time limit (an enqueue's timeout=), overriding Task.timeout
+    fence: Fence  # the claim this run's writes are guarded on (it keys the worker's runs)
 
-    @cached_property
-    def fence(self) -> Fence:
-        """The claim this run's writes are guarded on (built once: it keys the worker's runs)."""
-        return Fence(job_id=self.id, kind=self.kind, claimed_by=self.claimed_by, run_count=self.run_count)
+    def __init__(self, *, id: str, kind: str, payload: Any, carry: Any, priority: int,  # noqa: A002
+                 created_at: datetime, run_count: int, failure_count: int, claimed_by: str,
+                 waited: float = 0.0, next_visible: float | None = None, timeout: timedelta | None = None) -> None:
+        self.id = id
+        self.kind = kind
+        self.payload = payload
+        self.carry = carry
+        self.priority = priority
+        self.created_at = created_at
+        self.run_count = run_count
+        self.failure_count = failure_count
+        self.claimed_by = claimed_by
+        self.waited = waited
+        self.next_visible = next_visible
+        self.timeout = timeout
+        self.fence = Fence(id, kind, claimed_by, run_count)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # as the frozen dataclass's: its payload is a dict
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__[:-1])
+        return f"ClaimedJob({fields})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +104,7 @@ class ClaimParams:
     caps: Mapping[str, int] = field(default_factory=dict)
 
 
+_ZERO = timedelta(0)
 NOTE_LIMIT = 2000
 """The longest journal note (characters); builders truncate, :class:`FinishParams` refuses longer."""
 
@@ -97,7 +133,6 @@ def _check_json(name: str, value: object) -> None:
         raise InvalidOutcome(str(exc)) from None
 
 
-@dataclass(frozen=True, kw_only=True)
 class FinishParams:
     """One run's outcome: the new row state and its journal entry.
 
@@ -106,35 +141,60 @@ class FinishParams:
     adds one to ``failure_count``.  Every field is checked when the object
     is built (raising :class:`InvalidOutcome`), so a bad value can never
     reach a batch statement and sink the outcomes written beside it.
+    Read-only by contract; a slotted class (one is built per run) rather
+    than a frozen dataclass.
     """
+
+    __slots__ = ("fence", "outcome", "note", "attachment", "carry", "save_carry", "visible_at", "delay", "failure")
 
     fence: Fence
     outcome: Outcome
-    note: str | None = None
-    attachment: Any = None
-    carry: Any = None
-    save_carry: bool = False
-    visible_at: datetime | None = None
-    delay: timedelta | None = None
-    failure: bool = False
+    note: str | None
+    attachment: Any
+    carry: Any
+    save_carry: bool
+    visible_at: datetime | None
+    delay: timedelta | None
+    failure: bool
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.fence, Fence):
-            raise InvalidOutcome(f"fence must be a Fence, got {self.fence!r:.80}")
-        if not isinstance(self.outcome, Outcome):
-            raise InvalidOutcome(f"outcome must be an Outcome, got {self.outcome!r:.80}")
-        _check_text("note", self.note)
-        _check_json("attachment", self.attachment)
-        if self.save_carry:
-            _check_json("carry", self.carry)
-        if self.visible_at is not None and (
-            not isinstance(self.visible_at, datetime) or self.visible_at.utcoffset() is None
-        ):
-            raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {self.visible_at!r:.80}")
-        if self.delay is not None and (not isinstance(self.delay, timedelta) or self.delay < timedelta(0)):
-            raise InvalidOutcome(f"delay must be a non-negative timedelta, got {self.delay!r:.80}")
-        if not isinstance(self.failure, bool) or not isinstance(self.save_carry, bool):
+    def __init__(self, *, fence: Fence, outcome: Outcome, note: str | None = None, attachment: Any = None,
+                 carry: Any = None, save_carry: bool = False, visible_at: datetime | None = None,
+                 delay: timedelta | None = None, failure: bool = False) -> None:
+        if not isinstance(fence, Fence):
+            raise InvalidOutcome(f"fence must be a Fence, got {fence!r:.80}")
+        if not isinstance(outcome, Outcome):
+            raise InvalidOutcome(f"outcome must be an Outcome, got {outcome!r:.80}")
+        if note is not None:
+            _check_text("note", note)
+        if attachment is not None:
+            _check_json("attachment", attachment)
+        if save_carry and carry is not None:
+            _check_json("carry", carry)
+        if visible_at is not None and (not isinstance(visible_at, datetime) or visible_at.utcoffset() is None):
+            raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {visible_at!r:.80}")
+        if delay is not None and (not isinstance(delay, timedelta) or delay < _ZERO):
+            raise InvalidOutcome(f"delay must be a non-negative timedelta, got {delay!r:.80}")
+        if (failure is not True and failure is not False) or (save_carry is not True and save_carry is not False):
             raise InvalidOutcome("failure and save_carry must be booleans")
+        self.fence = fence
+        self.outcome = outcome
+        self.note = note
+        self.attachment = attachment
+        self.carry = carry
+        self.save_carry = save_carry
+        self.visible_at = visible_at
+        self.delay = delay
+        self.failure = failure
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # its attachment and carry may be dicts
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"FinishParams({fields})"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from venturi_sa.errors import JobCancelled
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
+from venturi_sa.worker.hooks import NOTHING
 
 if TYPE_CHECKING:
     from venturi_sa.worker.run import Run
@@ -32,24 +33,48 @@ _MARK = threading.Lock()
 
 
 class CancelState:
-    """One run's cancel request, shared by the contexts of its reruns; set from the lease keeper's thread."""
+    """One run's cancel request, shared by the contexts of its reruns; set from the lease keeper's thread.
+
+    A flag, plus a ``threading.Event`` made only when a handler waits for the
+    cancel (``ctx.wait_cancelled``): most runs never wait, and an event (a
+    lock and a condition) per claimed job was a measurable share of the
+    worker's per-job time.
+    """
+
+    __slots__ = ("is_set", "note", "timed_out", "_event")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.is_set = False  # set (once, under _MARK) with note and timed_out
         self.note: str | None = None
         self.timed_out = False  # cancelled by the task's time limit, not by an operator
+        self._event: threading.Event | None = None
 
     def mark(self, note: str, timed_out: bool = False) -> bool:
         """Record the request; False if it was recorded already (the first one decides)."""
         with _MARK:
-            if self.event.is_set():
+            if self.is_set:
                 return False
             self.note, self.timed_out = note, timed_out
-            self.event.set()
+            self.is_set = True
+            event = self._event
+        if event is not None:
+            event.set()
+        return True
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block up to ``timeout`` seconds for the request; True if it came."""
+        if self.is_set:
             return True
+        with _MARK:
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+            if self.is_set:  # marked before the event existed
+                event.set()
+        return event.wait(timeout)
 
     def raise_if_set(self) -> None:
-        if self.event.is_set():
+        if self.is_set:
             raise JobCancelled(self.note or "cancelled")
 
 
@@ -62,7 +87,7 @@ def apply_cancel(run: Run, failure: Callable[[Run, str], FinishParams], note_tex
     was cancelled.
     """
     state = run.ctx.cancel_state
-    if not state.event.is_set():
+    if not state.is_set:
         return False
     run.failed = True  # the handler's ctx.session work is rolled back with the outcome write
     note = note_text(state.note or "cancelled")
@@ -82,8 +107,7 @@ def deliver_cancel(run: Run, note: str) -> None:
         cancel()
 
 
-@contextmanager
-def time_limit(run: Run) -> Iterator[None]:
+def time_limit(run: Run) -> AbstractContextManager[None]:
     """Enforce the run's time limit on the handler call inside this block.
 
     The limit is the job's own (an enqueue's ``timeout=``, read with the
@@ -98,9 +122,12 @@ def time_limit(run: Run) -> Iterator[None]:
     if timeout is None:
         timeout, source = (run.task_type.timeout if run.task_type is not None else None), "Task.timeout"
     if timeout is None:
-        yield
-        return
-    seconds = timeout.total_seconds()
+        return NOTHING
+    return _timer(run, timeout.total_seconds(), source)
+
+
+@contextmanager
+def _timer(run: Run, seconds: float, source: str) -> Iterator[None]:
 
     def expire() -> None:
         if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s ({source})", timed_out=True):

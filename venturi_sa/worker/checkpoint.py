@@ -14,7 +14,6 @@ outcome).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
@@ -33,20 +32,24 @@ PROGRESS_KEY = "progress"
 """The carry key ``ctx.progress()`` writes: ``{"done": n, "total": m, "message": text}``."""
 
 
-@dataclass(frozen=True)
 class Checkpointer:
     """What one run needs to checkpoint: the fence, the carry schema, and where to write.
 
     ``begin(fn)`` runs ``fn`` in the checkpoint's transaction and commits
     (the worker's connection runner; the testing helpers' own session); with ``backend``
     None nothing is written (``venturi_sa.testing.perform``, which has no
-    database) and the carry is only checked and kept.
+    database) and the carry is only checked and kept.  Read-only by
+    contract (a slotted class: the worker builds one per claimed job).
     """
 
-    fence: Fence
-    carry_schema: Schema | None
-    backend: Backend | None = None
-    begin: Callable[[Callable[[Runner], bool]], bool] | None = None
+    __slots__ = ("fence", "carry_schema", "backend", "begin")
+
+    def __init__(self, fence: Fence, carry_schema: Schema | None, backend: Backend | None = None,
+                 begin: Callable[[Callable[[Runner], bool]], bool] | None = None) -> None:
+        self.fence = fence
+        self.carry_schema = carry_schema
+        self.backend = backend
+        self.begin = begin
 
     def write(self, ctx: JobContext, carry: Any, note: str | None) -> None:
         """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success."""

@@ -23,6 +23,7 @@ from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import close_quietly, exception_note, failure
+from venturi_sa.worker.joblog import logger as job_logger
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
@@ -57,6 +58,8 @@ def retrying(write: Callable[[], T], *, until: float, what: str, abort: threadin
 
 
 def log_recorded(run: Run, params: FinishParams) -> None:
+    if not job_logger.isEnabledFor(logging.INFO):  # the usual case: no message, no per-job logger made
+        return
     run.ctx.log.info("job %s", params.outcome.value if params.note is None
                      else f"{params.outcome.value}: {params.note.splitlines()[0] if params.note else ''}")
 

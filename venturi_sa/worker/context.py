@@ -13,6 +13,7 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress
+from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class JobContext:
     """
 
     def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],
-                 log: logging.LoggerAdapter[logging.Logger],
+                 log: logging.LoggerAdapter[logging.Logger] | None = None,
                  open_async_session: Callable[[], AsyncSession] | None = None) -> None:
         self._job = job
         self._open_session = open_session
@@ -45,11 +46,22 @@ class JobContext:
         self.carry: Any = carry
         """The carried state (through the task's ``Carry`` schema); assign to change it."""
         self.attachment: Any = None
-        self.log = log
-        """A logger whose records carry this job's id, kind and run number."""
+        self._log = log  # made on first use (most runs never log): see :attr:`log`
         self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
         self._cancel = CancelState()  # likewise shared (runtime control, see worker/cancel.py)
         self.checkpointer: Checkpointer | None = None  # set by the worker (see worker/checkpoint.py)
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry this job's id, kind and run number."""
+        log = self._log
+        if log is None:
+            log = self._log = job_log(self._job)
+        return log
+
+    @log.setter
+    def log(self, value: logging.LoggerAdapter[logging.Logger]) -> None:
+        self._log = value
 
     @property
     def job_id(self) -> str:
@@ -115,7 +127,7 @@ class JobContext:
 
     def fresh(self) -> JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
-        ctx = JobContext(self._job, self._job.carry, self._open_session, self.log, self._open_async_session)
+        ctx = JobContext(self._job, self._job.carry, self._open_session, self._log, self._open_async_session)
         ctx._lease_lost = self._lease_lost
         ctx._cancel = self._cancel
         ctx.checkpointer = self.checkpointer
@@ -176,7 +188,7 @@ class JobContext:
         returns, and its ``ctx.session`` work is rolled back; a long handler
         checks this (or calls :meth:`raise_if_cancelled`) and stops early.
         """
-        return self._cancel.event.is_set()
+        return self._cancel.is_set
 
     @property
     def cancel_note(self) -> str | None:
@@ -189,7 +201,7 @@ class JobContext:
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Block up to ``timeout`` seconds for a cancel of this run; True if it came (a cancellable sleep)."""
-        return self._cancel.event.wait(timeout)
+        return self._cancel.wait(timeout)
 
     @property
     def cancel_state(self) -> CancelState:

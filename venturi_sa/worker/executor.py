@@ -16,7 +16,6 @@ import inspect
 import logging
 import time
 from collections.abc import Coroutine
-from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +26,8 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
 from venturi_sa.worker.cancel import apply_cancel, time_limit
-from venturi_sa.worker.joblog import running
+from venturi_sa.worker.hooks import NOTHING
+from venturi_sa.worker.joblog import current_job, running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
@@ -141,7 +141,7 @@ def execute(run: Run) -> Any:
     """Call the handler (awaiting it if it is async); return what it returned, or the exception it raised."""
     assert run.task is not None
     try:
-        with run.hooks.around(run.ctx) if not run.task.is_async else nullcontext():
+        with run.hooks.around(run.ctx) if not run.task.is_async else NOTHING:
             result = run.task.run(run.ctx)
         if inspect.iscoroutine(result):
             result = await_on_loop(run, result)
@@ -243,7 +243,8 @@ def process(run: Run, registry: Registry) -> Any:
     started = time.monotonic()
     result: Any = NOT_RUN
     try:
-        with running(run.job):
+        token = current_job.set(run.job)  # as joblog.running(), without a generator per run
+        try:
             params = prepare(run, registry)
             if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
                 with time_limit(run):
@@ -251,6 +252,8 @@ def process(run: Run, registry: Registry) -> Any:
                 params = classify(run, result)
             run.params = params
             apply_cancel(run, failure, note_text)  # a cancel or time limit meanwhile decides the outcome
+        finally:
+            current_job.reset(token)
     except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
         logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
         run.failed = True

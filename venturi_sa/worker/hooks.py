@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -69,16 +69,20 @@ class RunHooks:
             except Exception:  # noqa: BLE001 - user code; the worker has stopped anyway
                 logger.exception("on_stop hook %r raised", hook)
 
+    def around(self, ctx: JobContext) -> AbstractContextManager[None]:
+        """Enter every ``around_run(ctx)`` in order (left last first); a shared no-op without hooks."""
+        return self._around(ctx) if self.around_run else NOTHING
+
     @contextmanager
-    def around(self, ctx: JobContext) -> Iterator[None]:
-        """Enter every ``around_run(ctx)`` in order (left last first)."""
-        if not self.around_run:
-            yield
-            return
+    def _around(self, ctx: JobContext) -> Iterator[None]:
         with ExitStack() as stack:
             for hook in self.around_run:
                 stack.enter_context(hook(ctx))
             yield
+
+
+NOTHING: AbstractContextManager[None] = nullcontext()
+"""A reusable no-op context manager (for the per-run steps that usually have nothing to enter)."""
 
 
 NO_HOOKS = RunHooks()

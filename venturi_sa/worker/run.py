@@ -21,7 +21,7 @@ class RunState(enum.Enum):
     RELEASED = "released"  # given back at shutdown: nothing of it may be persisted
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Run:
     """A claimed job on its way through the executor and the completer.
 

@@ -43,7 +43,6 @@ from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
 from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
@@ -226,11 +225,14 @@ class Worker:
     def _dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
         """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
         runs = []
+        sessions, async_sessions, hooks = self._sessions, self._open_async_session, self.hooks
+        backend, begin, tasks = self.backend, self._conns.begin, self._tasks
         for job in jobs:
-            run = Run(job=job, ctx=JobContext(job, job.carry, self._sessions, job_log(job), self._open_async_session))
-            run.ctx.checkpointer = self._checkpointer(job)
-            run.hooks = self.hooks
-            runs.append(run)
+            ctx = JobContext(job, job.carry, sessions, None, async_sessions)  # its logger is made on first use
+            task_type = tasks.get(job.kind)
+            ctx.checkpointer = Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
+                                            backend, begin)
+            runs.append(Run(job=job, ctx=ctx, hooks=hooks))
         self.inflight.add_many(runs)
         assert self._threads is not None
         put = self._threads.executors.put
@@ -240,11 +242,6 @@ class Worker:
                 self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
                                        "waited": job.waited, "queue": self.models.prefix})
             put(run)
-
-    def _checkpointer(self, job: ClaimedJob) -> Checkpointer:
-        task_type = self._tasks.get(job.kind)
-        return Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
-                            self.backend, self._conns.begin)
 
     def _open_session(self) -> Session:
         """``ctx.session`` of a worker on an async engine: on the sync sibling engine, made on first use."""
