@@ -223,6 +223,50 @@ def test_a_held_lease_is_renewed(stack: Stack, app_engine: Any, engine: sa.Engin
     assert [e.outcome for e in journal(engine, models, job_id)] == ["completed"]
 
 
+def test_the_claim_renewal_recovery_and_outcome_batch_are_single_autocommit_statements(stack: Stack,
+                                                                                        app_engine: Any,
+                                                                                        engine: sa.Engine,
+                                                                                        models: Any) -> None:
+    """One round trip each, no BEGIN/COMMIT: the driver's connection is in autocommit for these statements."""
+    started, release = threading.Event(), threading.Event()
+
+    def act(self: Task, ctx: JobContext, session: Session | None) -> None:
+        started.set()
+        release.wait(20)
+
+    Held = type("Held", (Task,), {"KIND": "held", "lease": timedelta(seconds=1),
+                                  "run": handler(stack, act, session=False)})
+    queue = Queue(models, [Held])
+    [job_id] = enqueue(engine, queue, Held())
+    core, _ = statements_of(app_engine)
+    seen: list[tuple[str, bool]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append((statement, bool(conn.connection.dbapi_connection.autocommit)))
+
+    def ran(*marks: str) -> list[bool]:
+        return [auto for statement, auto in seen if all(mark in statement for mark in marks)]
+
+    events = Events()
+    sa.event.listen(core, "before_cursor_execute", record)
+    try:
+        with running(Worker(queue, app_engine, poll_interval=0.2, recover_interval=0.2, on_event=events)):
+            assert started.wait(20)
+            wait_until(lambda: ran("held") and ran("stale", "recovered"), what="a renewal and a recovery round")
+            release.set()
+            events.wait_for("finished", job_id=job_id)
+    finally:
+        sa.event.remove(core, "before_cursor_execute", record)
+    claims = ran("SKIP LOCKED", "run_count=(")
+    renewals = ran("held", "claim_expires_at")
+    recoveries = ran("stale", "recovered")
+    outcomes = [auto for statement, auto in seen
+                if f"INSERT INTO {models.journal_table.name}" in statement and "stale" not in statement]
+    assert claims and renewals and recoveries and outcomes
+    assert all(claims + renewals + recoveries + outcomes), (claims, renewals, recoveries, outcomes)
+    assert [e.outcome for e in journal(engine, models, job_id)] == ["completed"]
+
+
 def test_an_idle_worker_is_woken_by_notify(stack: Stack, app_engine: Any, engine: sa.Engine, models: Any,
                                            caplog: pytest.LogCaptureFixture) -> None:
     Ping = type("Ping", (Task,), {"KIND": "ping", "run": handler(stack, lambda *_: None, session=False)})

@@ -11,6 +11,7 @@ from kit import Events, enqueue, job_row, running, scalar, side_table, side_writ
 from kit import journal as entries
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
+from venturi_sa.worker.engines import SyncConnections
 
 
 # Regression test of defect 7 (worker hardening issue): failed on e53c386.
@@ -49,3 +50,20 @@ def test_session_job_outliving_a_lease_renewal_completes_on_a_repeatable_read_en
     notes = [e.note for e in entries(engine, models, job_id)]
     assert (row.status, journal) == ("completed", [(1, "completed")]), (row.status, journal, notes)
     assert scalar(engine, f"SELECT count(*) FROM {side}") == 1
+
+
+def test_single_statements_run_at_read_committed_whatever_the_servers_default(pg_url: str) -> None:
+    """The claim, outcome batch, renewal and recovery run alone in autocommit only where that means READ COMMITTED."""
+    seen = {}
+    for server_default in ("read\\ committed", "repeatable\\ read", "serializable"):
+        engine = worker_engine(pg_url, "isolation", connect_args={
+            "options": f"-c timezone=UTC -c default_transaction_isolation={server_default}"})
+        try:
+            conns = SyncConnections(engine.execution_options(isolation_level="READ COMMITTED"))  # as the Worker's
+            seen[server_default.replace("\\", "")] = conns.autocommit(lambda conn: (
+                conn.exec_driver_sql("SHOW transaction_isolation").scalar(),
+                bool(conn.connection.dbapi_connection.autocommit)))  # type: ignore[union-attr]
+        finally:
+            engine.dispose()
+    assert seen == {"read committed": ("read committed", True), "repeatable read": ("read committed", False),
+                    "serializable": ("read committed", False)}

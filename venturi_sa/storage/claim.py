@@ -27,11 +27,13 @@ def _lease_expr(models: Models, params: ClaimParams) -> Any:
 _STATEMENTS: dict[tuple[Any, ...], Any] = {}
 
 # Evaluated in RETURNING, so only when a row was claimed: the claim's COMMIT
-# then returns before its WAL reaches disk.  Safe: a claim lost in a server
+# then returns before its WAL reaches disk.  A scalar subquery, so an
+# InitPlan run once per claim (on its first row), not once per claimed row.  Safe: a claim lost in a server
 # crash only returns its jobs to ``pending``; every outcome commit is
 # synchronous and flushes the WAL (claim records included) first, and a run
 # whose claim was lost finds its fence broken and commits nothing.
-_RELAX_COMMIT: Any = sa.literal_column("set_config('synchronous_commit', 'off', true)").label("relaxed_commit")
+_RELAX_COMMIT: Any = sa.select(sa.literal_column("set_config('synchronous_commit', 'off', true)")
+                               ).scalar_subquery().label("relaxed_commit")
 
 
 def claim_statement(models: Models, params: ClaimParams) -> Any:
@@ -92,22 +94,6 @@ def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool)
     return sa.func.ARRAY(best.scalar_subquery())
 
 
-def _next_visible(models: Models, params: ClaimParams) -> Any:
-    """Seconds until the soonest future ``visible_at`` among the claim's kinds (an InitPlan, run once).
-
-    Returned with the claimed rows, so a worker whose claim came back short
-    knows when to look again without a second round trip while its new
-    handlers start.
-    """
-    job = models.Job
-    soonest = (
-        sa.select(sa.func.min(job.visible_at))
-        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now())
-        .scalar_subquery()
-    )
-    return sa.func.extract("epoch", soonest - sa.func.now())
-
-
 def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, literal_caps: bool = False) -> Any:
     job = models.Job
     return (
@@ -124,8 +110,7 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
         .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
                    job.run_count, job.failure_count,
                    sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
-                   _next_visible(models, params).label("next_visible"),
-                   own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6): a PK probe per row
+                   own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6)
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
     )
@@ -145,8 +130,7 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     jobs = [
         ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
                    created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id, waited=float(r.waited), timeout=r.timeout,
-                   next_visible=None if r.next_visible is None else max(0.0, float(r.next_visible)))
+                   claimed_by=params.worker_id, waited=float(r.waited), timeout=r.timeout)
         for r in rows
     ]
     jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
@@ -154,13 +138,21 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
 
 
 def seconds_until_visible(models: Models, session: Runner, params: SoonestParams) -> float | None:
-    """Seconds from the database clock until the soonest future ``visible_at`` among ``kinds``."""
+    """Seconds from the database clock until the soonest future ``visible_at`` among ``kinds``.
+
+    A statement of its own, read by a worker whose claim came back short,
+    after it has handed the claimed jobs to their handlers.  It is not part
+    of the claim: planning it (a ``min()`` over the ``_jobs_visible`` index)
+    cost about as much as the rest of the claim's planning, on every claim.
+    """
     if not params.kinds:
         return None
     job = models.Job
     soonest = (
-        sa.select(sa.func.min(job.visible_at))
+        sa.select(job.visible_at)
         .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now())
+        .order_by(job.visible_at)
+        .limit(1)
         .scalar_subquery()
     )
     value = session.execute(sa.select(sa.func.extract("epoch", soonest - sa.func.now()))).scalar()

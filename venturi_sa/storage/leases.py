@@ -113,7 +113,7 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
     )
     at_backstop = job.failure_count + 1 >= _max_failures_expr(models, params)
     now = sa.func.clock_timestamp()
-    rows = session.execute(
+    returned = (
         sa.update(job)
         .where(job.id == stale.c.id)
         .values(
@@ -125,27 +125,22 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
             claim_expires_at=None,
         )
         .returning(job.id, job.kind, job.run_count, job.status, stale.c.claimed_by)
-        .execution_options(synchronize_session=False)
+        .cte("recovered")
+    )
+    dead = returned.c.status == Status.DEAD.value
+    note = (sa.literal("lease of ") + sa.func.coalesce(returned.c.claimed_by, "?") + " expired"
+            + sa.case((dead, "; dead at max_failures"), else_="; back to pending"))
+    logged = sa.insert(models.journal_table).from_select(
+        ["job_id", "kind", "run_no", "outcome", "note", "attachment"],
+        sa.select(returned.c.id, returned.c.kind, returned.c.run_count,
+                  sa.literal(Outcome.STALE_RECOVERED.value), note, sa.null()),
+    ).cte("logged")
+    # One statement (the journal rows are written by a data-modifying CTE), so
+    # the worker runs it in autocommit: one round trip when nothing expired.
+    rows = session.execute(
+        sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by)
+        .add_cte(logged)
     ).all()
-    recovered = [
-        RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.status == Status.DEAD.value,
-                     claimed_by=r.claimed_by)
-        for r in rows
-    ]
-    if recovered:
-        session.execute(
-            sa.insert(models.JournalEntry),
-            [
-                {
-                    "job_id": r.id,
-                    "kind": r.kind,
-                    "run_no": r.run_count,
-                    "outcome": Outcome.STALE_RECOVERED.value,
-                    "note": f"lease of {r.claimed_by} expired"
-                    + ("; dead at max_failures" if r.dead else "; back to pending"),
-                    "attachment": None,
-                }
-                for r in recovered
-            ],
-        )
+    recovered = [RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.dead, claimed_by=r.claimed_by)
+                 for r in rows]
     return recovered

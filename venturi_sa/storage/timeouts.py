@@ -4,7 +4,7 @@ Written in the caller's transaction right after the jobs it belongs to (the
 row references its job, so it goes with it: ``ON DELETE CASCADE``), so it
 commits, rolls back and vanishes with them.  The claim reads it in its
 ``RETURNING`` list (:func:`own_timeout`, one primary-key probe per claimed
-row); operations read one with :func:`timeout_of`.  Nothing here commits.
+row while the table has rows); operations read one with :func:`timeout_of`.  Nothing here commits.
 """
 
 from __future__ import annotations
@@ -30,9 +30,18 @@ class TimeoutsParams:
 
 
 def own_timeout(models: Models) -> Any:
-    """The claimed row's own time limit, NULL if it has none: a scalar subquery correlated to the jobs row."""
+    """The jobs row's own time limit, NULL if it has none.
+
+    A primary-key probe correlated to the row, behind an uncorrelated test
+    whether the table has any row (an InitPlan, run once per statement: the
+    first key of its primary-key index, so deleted rows are never read one
+    by one): while no job has a time limit of its own, a claim of 100 rows
+    makes no probe at all.
+    """
     limit = models.JobTimeout
-    return sa.select(limit.timeout).where(limit.job_id == models.Job.id).scalar_subquery()
+    probe = sa.select(limit.timeout).where(limit.job_id == models.Job.id).scalar_subquery()
+    first = sa.select(limit.job_id).order_by(limit.job_id).limit(1).scalar_subquery()
+    return sa.case((first.is_not(None), probe), else_=sa.null())
 
 
 def set_timeouts(models: Models, runner: Runner, params: TimeoutsParams) -> None:

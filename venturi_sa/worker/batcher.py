@@ -126,7 +126,7 @@ class Batcher(threading.Thread):
 
     def _once(self, batch: Sequence[Run]) -> set[Fence]:
         params = FinishManyParams(outcomes=[run.params for run in batch if run.params is not None])
-        return self.conns.begin(lambda conn: self.backend.finish_many(conn, params))
+        return self.conns.autocommit(lambda conn: self.backend.finish_many(conn, params))
 
     def _write(self, batch: Sequence[Run], unwritten: set[Fence]) -> set[Fence]:
         """Write ``batch``: retried while transient, bisected when a row is at fault."""

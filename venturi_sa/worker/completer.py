@@ -95,9 +95,9 @@ class Completer:
 
     # -- one run in its own transaction ------------------------------------------------
     def write(self, run: Run, params: FinishParams) -> bool:
-        """Write ``params`` in a transaction of its own, retried; True if recorded."""
+        """Write ``params`` in a statement of its own (autocommit), retried; True if recorded."""
         def once() -> bool:
-            return params.fence in self.conns.begin(
+            return params.fence in self.conns.autocommit(
                 lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params])))
 
         try:

@@ -3,8 +3,12 @@
 The worker's own short statements (claim, batched outcomes, lease renewal
 and recovery, the schema check) go through a :class:`Connections` runner:
 ``begin(fn)`` runs ``fn(connection)`` in a committed transaction and
-``connect(fn)`` without one.  The storage verbs take a sync ``Connection``,
-so the SQL is written once for both flavours:
+``autocommit(fn)`` with each statement committed on its own.  The claim,
+an outcome batch and a lease renewal are single statements, so they run in
+autocommit: one round trip each instead of three (``BEGIN``, the statement,
+``COMMIT``), with the same atomicity (a statement is its own transaction).
+The storage verbs take a sync ``Connection``, so the SQL is written once for
+both flavours:
 
 * a sync ``Engine``: :class:`SyncConnections`, ``with engine.begin() as conn: fn(conn)``
   on the calling thread (psycopg2 or psycopg 3);
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
+_AUTOCOMMIT_SAFE = ("READ COMMITTED", "READ UNCOMMITTED")  # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED
 _LIBPQ = ("psycopg2", "psycopg", "psycopg_async")  # drivers sharing libpq's URL query parameters
 _MODULES = {"psycopg_async": "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2", "asyncpg": "asyncpg"}
 _EXTRAS = "install an async driver: pip install 'venturi[psycopg]' (psycopg 3) or 'venturi[asyncpg]'"
@@ -66,8 +71,15 @@ class Connections(Protocol):
     def begin(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn(conn)`` in a transaction committed when it returns (rolled back if it raises)."""
 
-    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
-        """``fn(conn)`` on a connection, with no transaction committed for it."""
+    def autocommit(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` in autocommit: each statement commits (or, failing, rolls back) on its own.
+
+        For single-statement writes and reads: one round trip per statement,
+        no ``BEGIN``/``COMMIT``.  A crash mid-``fn`` loses nothing a statement
+        committed.  Where the server's default isolation (which a statement
+        alone runs at) is stricter than READ COMMITTED, ``fn`` runs in a
+        READ COMMITTED transaction instead, as :meth:`begin` does.
+        """
 
 
 class SyncConnections:
@@ -80,8 +92,15 @@ class SyncConnections:
         with self.engine.begin() as conn:
             return fn(conn)
 
-    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+    def autocommit(self, fn: Callable[[sa.Connection], T]) -> T:
         with self.engine.connect() as conn:
+            if conn.dialect.default_isolation_level not in _AUTOCOMMIT_SAFE:
+                # A statement alone runs at the server's default isolation; under REPEATABLE READ a
+                # SKIP LOCKED claim racing another worker's would fail to serialize: use an
+                # explicit transaction at the worker's READ COMMITTED instead.
+                with conn.begin():
+                    return fn(conn)
+            conn.execution_options(isolation_level="AUTOCOMMIT")  # the driver's flag: no statement sent
             return fn(conn)
 
 
@@ -109,8 +128,8 @@ class AsyncConnections:
     def begin(self, fn: Callable[[sa.Connection], T]) -> T:
         return self._on_loop(self._sync.begin, fn)
 
-    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
-        return self._on_loop(self._sync.connect, fn)
+    def autocommit(self, fn: Callable[[sa.Connection], T]) -> T:
+        return self._on_loop(self._sync.autocommit, fn)
 
     @staticmethod
     def _on_loop(run: Callable[[Callable[[sa.Connection], T]], T], fn: Callable[[sa.Connection], T]) -> T:

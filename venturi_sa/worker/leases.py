@@ -58,7 +58,7 @@ class LeaseKeeper(threading.Thread):
         held = self.held()
         if not held:
             if not self.healthy.is_set():
-                self.conns.connect(self.backend.ping)
+                self.conns.autocommit(self.backend.ping)
             return
         lost: set[Fence] = set()
         cancels: dict[Fence, str] = {}
@@ -69,14 +69,14 @@ class LeaseKeeper(threading.Thread):
                 lost.update(result.lost)
                 cancels.update(result.cancels)
 
-        self.conns.begin(renew_all)
+        self.conns.autocommit(renew_all)  # one statement per lease length, each its own transaction
         if lost:
             self.lost(frozenset(lost))
         if cancels and self.cancelled is not None:
             self.cancelled(cancels)
 
     def recover(self) -> int:
-        recovered = self.conns.begin(lambda conn: self.backend.recover(conn, self.recover_params))
+        recovered = self.conns.autocommit(lambda conn: self.backend.recover(conn, self.recover_params))
         for job in recovered:
             logger.warning("recovered job %s (%s) run %d from expired lease of %s%s", job.id, job.kind,
                            job.run_count, job.claimed_by, "; dead at max_failures" if job.dead else "")

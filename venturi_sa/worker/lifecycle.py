@@ -50,7 +50,7 @@ def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max
     delay = 0.25
     while True:
         try:
-            conns.connect(lambda conn: alembic_venturi.check_current(conn, prefix))
+            conns.autocommit(lambda conn: alembic_venturi.check_current(conn, prefix))
             return True
         except SQLAlchemyError as exc:
             if not is_transient(exc):

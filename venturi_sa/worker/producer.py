@@ -35,12 +35,10 @@ DEFAULT_LEASE = timedelta(seconds=60)
 
 @dataclass(frozen=True)
 class Round:
-    """What one claim round did: how many jobs it claimed, whether more may be waiting, and
-    (when it claimed any) the seconds until the soonest future ``visible_at``."""
+    """What one claim round did: how many jobs it claimed, and whether more may be waiting."""
 
     claimed: int
     hungry: bool
-    next_visible: float | None = None
 
 
 class Producer:
@@ -85,7 +83,7 @@ class Producer:
         if not params.kinds:
             return Round(0, True)  # every kind is at its cap: a freed slot brings more
         try:
-            jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
+            jobs = self.conns.autocommit(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:
             if is_undefined_table(exc):
                 raise SchemaNotMigrated(f"queue {self.backend.models.prefix!r} lost its tables: "
@@ -104,7 +102,7 @@ class Producer:
         per_kind = Counter(job.kind for job in jobs)
         capped_full = any(per_kind[k] >= n for k, n in params.caps.items())
         self.hungry = len(jobs) >= params.limit or capped_full
-        return Round(len(jobs), self.hungry, jobs[0].next_visible if jobs else None)
+        return Round(len(jobs), self.hungry)
 
     # -- waiting ---------------------------------------------------------------------
     def slot_freed(self, free: int, kind: str) -> None:
@@ -130,21 +128,20 @@ class Producer:
             return 0.0
         return max(0.0, self._last_claim + self.fetch_cooldown - time.monotonic())
 
-    def idle_wait(self, last: Round | None = None) -> None:
+    def idle_wait(self) -> None:
         """Nothing more eligible: wait for a NOTIFY, the soonest ``visible_at`` or the poll interval.
 
-        A claim that took some jobs brought the soonest ``visible_at`` with it;
-        after an empty one it is looked up.
+        The soonest ``visible_at`` is looked up here, after the short claim's
+        jobs went to their handlers (one autocommit round trip).
         """
         self.on_idle()
         timeout = self.poll_interval
-        soonest = last.next_visible if last is not None and last.claimed else None
-        if last is None or not last.claimed:
-            try:
-                soonest = self.conns.connect(
-                    lambda conn: self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds)))
-            except SQLAlchemyError as exc:
-                logger.debug("soonest-visible lookup failed: %s", exc)
+        soonest = None
+        try:
+            soonest = self.conns.autocommit(
+                lambda conn: self.backend.soonest_visible(conn, SoonestParams(kinds=self.kinds)))
+        except SQLAlchemyError as exc:
+            logger.debug("soonest-visible lookup failed: %s", exc)
         if soonest is not None:
             timeout = min(timeout, soonest + 0.005)
         self.wake.wait(timeout)
@@ -166,7 +163,7 @@ class Producer:
                 continue
             result = self.claim_round()
             if not result.hungry and not self.stopping.is_set():
-                self.idle_wait(result)
+                self.idle_wait()
 
     def run_until_idle(self) -> None:
         """Claim until a claim finds nothing while no run is in flight.
