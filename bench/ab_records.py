@@ -43,7 +43,7 @@ def _child() -> None:
     def claimed() -> Any:
         job = ClaimedJob(id="01J00000000000000000000000", kind="noop", payload={"seq": 1}, carry=None,
                          priority=0, created_at=now, run_count=1, failure_count=0, claimed_by="worker-1",
-                         waited=0.01, timeout=None, next_visible=None)
+                         waited=0.01, timeout=None)
         return job.fence
 
     def dispatched() -> Any:

@@ -62,7 +62,7 @@ def test_a_claimed_job_keys_its_runs_by_its_fence_and_compares_by_value() -> Non
     assert job.fence == Fence(job_id="j1", kind="k", claimed_by="w", run_count=2)
     assert {job.fence: 1}[Fence(job_id="j1", kind="k", claimed_by="w", run_count=2)] == 1
     assert job == _job() and job != _job(run_count=3)
-    assert (job.waited, job.next_visible, job.timeout) == (0.0, None, None)
+    assert (job.waited, job.timeout) == (0.0, None)
     assert "id='j1'" in repr(job)
 
 

@@ -27,7 +27,6 @@ from venturi_sa.storage import drivers
 from venturi_sa.storage.admin import guarded_write, lock_statement
 from venturi_sa.storage.history import job_columns
 from venturi_sa.storage.params import Runner
-from venturi_sa.storage.timeouts import timeout_of
 
 ALL_KINDS = "*"
 """The pause ``kind`` that pauses every kind of the queue (the kind pattern with an empty prefix)."""
@@ -309,13 +308,11 @@ class ExplainFacts:
     ahead: int = 0
     ahead_capped: bool = False
     recent_activity: bool = True
-    timeout: timedelta | None = None  # the job's own time limit (v6)
 
 
 def explain_facts(models: Models, runner: Runner, job_id: str, *, activity_window: timedelta,
                   ahead_limit: int = 10_000) -> ExplainFacts:
-    """Read the job, its last journal entry, its kind's pause, its cancel request, its own time limit and its
-    place in line."""
+    """Read the job, its last journal entry, its kind's pause, its cancel request and its place in line."""
     job = models.Job
     row = runner.execute(sa.select(*job_columns(models)).where(job.id == job_id)).first()
     if row is None:
@@ -325,8 +322,7 @@ def explain_facts(models: Models, runner: Runner, job_id: str, *, activity_windo
                           .where(entry.job_id == job_id).order_by(entry.id.desc()).limit(1)).first()
     now = runner.execute(sa.select(sa.func.now())).scalar_one()
     facts: dict[str, Any] = {"job": row, "now": now, "last_entry": last,
-                             "cancel": cancel_request(models, runner, job_id),
-                             "timeout": timeout_of(models, runner, job_id)}
+                             "cancel": cancel_request(models, runner, job_id)}
     if row.status == Status.PENDING.value:
         facts["pause"] = pause_of(models, runner, row.kind)
         facts["ahead"] = _ahead(models, runner, row, ahead_limit)

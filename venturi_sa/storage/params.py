@@ -41,7 +41,7 @@ class ClaimedJob:
     """
 
     __slots__ = ("id", "kind", "payload", "carry", "priority", "created_at", "run_count", "failure_count",
-                 "claimed_by", "waited", "next_visible", "timeout", "fence")
+                 "claimed_by", "waited", "timeout", "fence")
 
     id: str
     kind: str
@@ -53,13 +53,12 @@ class ClaimedJob:
     failure_count: int
     claimed_by: str
     waited: float  # seconds from visible_at to this claim, on the database clock
-    next_visible: float | None  # seconds until the soonest future visible_at of the claim's kinds
     timeout: timedelta | None  # the job's own time limit (an enqueue's timeout=), overriding Task.timeout
     fence: Fence  # the claim this run's writes are guarded on (it keys the worker's runs)
 
     def __init__(self, *, id: str, kind: str, payload: Any, carry: Any, priority: int,  # noqa: A002
                  created_at: datetime, run_count: int, failure_count: int, claimed_by: str,
-                 waited: float = 0.0, next_visible: float | None = None, timeout: timedelta | None = None) -> None:
+                 waited: float = 0.0, timeout: timedelta | None = None) -> None:
         self.id = id
         self.kind = kind
         self.payload = payload
@@ -70,7 +69,6 @@ class ClaimedJob:
         self.failure_count = failure_count
         self.claimed_by = claimed_by
         self.waited = waited
-        self.next_visible = next_visible
         self.timeout = timeout
         self.fence = Fence(id, kind, claimed_by, run_count)
 

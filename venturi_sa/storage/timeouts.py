@@ -4,7 +4,8 @@ Written in the caller's transaction right after the jobs it belongs to (the
 row references its job, so it goes with it: ``ON DELETE CASCADE``), so it
 commits, rolls back and vanishes with them.  The claim reads it in its
 ``RETURNING`` list (:func:`own_timeout`, one primary-key probe per claimed
-row while the table has rows); operations read one with :func:`timeout_of`.  Nothing here commits.
+row while the table has rows), and so does the job view operations read
+(``storage.history.job_view_statement``).  Nothing here commits.
 """
 
 from __future__ import annotations
@@ -51,10 +52,3 @@ def set_timeouts(models: Models, runner: Runner, params: TimeoutsParams) -> None
     ids = sa.func.unnest(sa.bindparam("timeout_ids", list(params.job_ids), type_=postgresql.ARRAY(sa.Text)))
     rows = sa.select(ids, sa.literal(params.timeout, sa.Interval))
     runner.execute(sa.insert(models.timeouts_table).from_select(["job_id", "timeout"], rows))
-
-
-def timeout_of(models: Models, runner: Runner, job_id: str) -> timedelta | None:
-    """Job ``job_id``'s own time limit, or None."""
-    limit = models.JobTimeout
-    value: timedelta | None = runner.execute(sa.select(limit.timeout).where(limit.job_id == job_id)).scalar()
-    return value
