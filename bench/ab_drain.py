@@ -223,10 +223,6 @@ def _forget_ticks(dsn: str) -> None:
     engine.dispose()
 
 
-def _load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: list[str]) -> int:
     if argv[:1] == ["_enqueue"]:
         _enqueue_child(argv[1], int(argv[2]))
@@ -254,7 +250,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
-    from ab_kit import fresh_database
+    from ab_kit import fresh_database, load, release
 
     cluster, dsn, admin = fresh_database(a.port, "ab_drain", PREFIX)
     drivers = a.drivers.split(",")
@@ -270,7 +266,7 @@ def main(argv: list[str]) -> int:
                     (f"B/{a.schedules} schedules", a.b.resolve(), a.schedules, "psycopg2", "A")]
     rates: dict[str, list[float]] = {v[0]: [] for v in variants}
     cpus: dict[str, list[float]] = {v[0]: [] for v in variants}
-    print(_load(), flush=True)
+    print(load(), flush=True)
     try:
         for r in range(a.rounds):
             order = variants if a.schedules is None or r % 2 == 0 else variants[::-1]
@@ -286,18 +282,16 @@ def main(argv: list[str]) -> int:
                 cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))
                 fired = f", fired {out['fired']} jobs ({out['fired'] / out['seconds']:.0f}/s)" if "fired" in out else ""
                 print(f"round {r + 1} {name} ({out['tree']}): {out['jobs']} jobs, {rates[name][-1]:,.0f} jobs/s, "
-                      f"{cpus[name][-1]:.0f} µs CPU/job{fired}; {_load()}", flush=True)
+                      f"{cpus[name][-1]:.0f} µs CPU/job{fired}; {load()}", flush=True)
         first = statistics.median(rates[variants[0][0]])
         for name, _, _, _, base_name in variants:
             median = statistics.median(rates[name])
             versus = "" if len(drivers) == 1 else f", {median / first:.2f}× {variants[0][0]}"
             print(f"{name}: median {median:,.0f} jobs/s ({median / statistics.median(rates[base_name]):.2f}× "
                   f"{base_name}{versus}), {statistics.median(cpus[name]):.0f} µs CPU/job")
-        print(_load(), flush=True)
+        print(load(), flush=True)
     finally:
-        admin.close()
-        if cluster is not None:
-            cluster.stop()
+        release(cluster, admin)
     return 0
 
 

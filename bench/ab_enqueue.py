@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
     import sqlalchemy as sa
-    from ab_kit import fresh_database
+    from ab_kit import fresh_database, release
 
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in a.trees.split(","))]
     variants = a.variants.split(",")
@@ -235,9 +235,7 @@ def main(argv: list[str]) -> int:
                   f"{statistics.median(ratios):.2f}× |")
     finally:
         engine.dispose()
-        admin.close()
-        if cluster is not None:
-            cluster.stop()
+        release(cluster, admin)
     return 0
 
 

@@ -50,6 +50,20 @@ def server(port: int | None) -> Iterator[int]:
             cluster.stop()
 
 
+def release(cluster: Any, admin: Any) -> None:
+    """Close :func:`fresh_database`'s ``admin`` connection and stop its throwaway ``cluster`` (if it made one)."""
+    admin.close()
+    if cluster is not None:
+        cluster.stop()
+
+
+def load() -> str:
+    """The load averages, for a line of a same-run result."""
+    import os
+
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def fresh_database(port: int | None, database: str, prefix: str) -> tuple[Any, str, Any]:
     """``(cluster, dsn, admin)``: ``database`` dropped and created on the server at ``port`` (or on a new
     throwaway cluster, :func:`start_server`'s, returned so the caller stops it; else None), migrated

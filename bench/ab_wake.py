@@ -195,10 +195,6 @@ def _listed(values: Any) -> str:
     return ", ".join(f"{x:.2f}" for x in values)
 
 
-def _load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: list[str]) -> int:
     if argv[:1] == ["_worker"]:
         _worker_child(argv[1], argv[2], int(argv[3]))
@@ -215,14 +211,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
-    from ab_kit import fresh_database
+    from ab_kit import fresh_database, load, release
 
     cluster, dsn, admin = fresh_database(a.port, "ab_wake", PREFIX)
     trees = [("A", a.a.resolve())] + ([("B", a.b.resolve())] if a.b else [])
     variants = [(f"{t}/{d}" if a.b else d, tree, d) for d in a.drivers.split(",") for t, tree in trees]
     results: dict[str, list[dict[str, Any]]] = {v[0]: [] for v in variants}
     ref = variants[0][0]
-    print(f"{_load()}; {a.n} wake-ups every {a.spacing * 1e3:.0f} ms per variant, enqueuer {a.enqueuer}", flush=True)
+    print(f"{load()}; {a.n} wake-ups every {a.spacing * 1e3:.0f} ms per variant, enqueuer {a.enqueuer}", flush=True)
     try:
         for r in range(a.rounds):
             order = variants if r % 2 == 0 else variants[::-1]
@@ -231,7 +227,7 @@ def main(argv: list[str]) -> int:
                 results[name].append(res)
                 print(f"round {r + 1} {name}: p50 {res['p50']:.2f} ms, p90 {res['p90']:.2f} ms "
                       f"(wake+claim {res['wake_claim']:.2f}, claim->start {res['to_start']:.2f}; "
-                      f"{res['received']}/{a.n}); {_load()}", flush=True)
+                      f"{res['received']}/{a.n}); {load()}", flush=True)
         for name, _, _ in variants:
             rounds = results[name]
             ratios = [x["p50"] / y["p50"] for x, y in zip(rounds, results[ref], strict=True)]
@@ -242,11 +238,9 @@ def main(argv: list[str]) -> int:
                   f"claim->start {statistics.median(x['to_start'] for x in rounds):.2f}; "
                   f"p50 / {ref} same round: median {statistics.median(ratios):.2f} "
                   f"[{_listed(ratios)}]")
-        print(_load(), flush=True)
+        print(load(), flush=True)
     finally:
-        admin.close()
-        if cluster is not None:
-            cluster.stop()
+        release(cluster, admin)
     return 0
 
 
