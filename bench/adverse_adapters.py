@@ -46,4 +46,4 @@ class VenturiPoisonAdapter(VenturiSaAdapter):
 
     def run_worker(self, dsn: str, profile: str, ready: Callable[[], None], stop: threading.Event) -> None:
         options, _ = PROFILES[profile]
-        _run_one(dsn, options, stop, ready, poison_queue)
+        _run_one(dsn, self.driver, options, stop, ready, poison_queue)

@@ -12,9 +12,15 @@ on; the shared harness's tuning), then drives the team's shared harness
 (``bench/venturi_adapter.py``) is registered into ``peerbench.registry`` at
 run time, in this process and in every child (children run this file with
 ``_child``).  Phases: enqueue_one, enqueue_bulk, drain, latency, pgbench
-(the harness's) and claim_cost (ours).  Writes ``<out>/<stamp>/``:
+(the harness's), claim_cost and adverse (ours: ``bench/claimcost.py``,
+``bench/adverse.py``'s conditions for venturi and PgQueuer).  Systems:
+venturi on psycopg2 (``venturi_sa``) and on every other driver
+(``venturi_sa_psycopg``, ``venturi_sa_asyncpg``, ``venturi_sa_psycopg_async``)
+beside the peers; drain profiles ``tuned_p2`` / ``tuned_p4`` run venturi's
+supervisor with 2 and 4 processes.  Writes ``<out>/<stamp>/``:
 ``results.jsonl`` (every measurement), ``summary.md`` (tables) and
-``venturi.json`` (ratios of venturi against each peer and the issue-17 targets table).
+``venturi.json`` (ratios of venturi against each peer, the process-count,
+per-driver and adverse-conditions tables, and the issue-17 targets table).
 """
 
 from __future__ import annotations
@@ -31,9 +37,12 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 ADAPTER_PATH = "venturi_adapter:VenturiSaAdapter"
-DEFAULT_SYSTEMS = "venturi_sa,raw_psycopg2,sqlalchemy_orm,pgqueuer,procrastinate,beanqueue"
-DEFAULT_PHASES = "enqueue_one,enqueue_bulk,drain,latency,pgbench,claim_cost"
-DEFAULT_PROFILES = "default,tuned,tuned_p2,single_p1,single_p2,batch100_p1,batch100_p2"
+DRIVER_SYSTEMS = ("venturi_sa_psycopg", "venturi_sa_asyncpg", "venturi_sa_psycopg_async")
+DEFAULT_SYSTEMS = ",".join(("venturi_sa", *DRIVER_SYSTEMS, "raw_psycopg2", "sqlalchemy_orm", "pgqueuer",
+                            "procrastinate", "beanqueue"))
+DEFAULT_PHASES = "enqueue_one,enqueue_bulk,drain,latency,pgbench,claim_cost,adverse"
+DEFAULT_PROFILES = "default,tuned,tuned_p2,tuned_p4,single_p1,single_p2,batch100_p1,batch100_p2"
+OUR_PHASES = ("claim_cost", "adverse")  # run by this file after the harness's phases
 # Durable cluster; the rest is the shared harness's RESULTS.md tuning.
 PG_SETTINGS = {
     "fsync": "on",
@@ -67,8 +76,16 @@ def load_harness(path: Path) -> None:
     from peerbench import registry
 
     registry.ADAPTERS["venturi_sa"] = ADAPTER_PATH
+    for system in DRIVER_SYSTEMS:  # venturi on psycopg 3, asyncpg, psycopg 3 async (venturi_adapter.DRIVER_SYSTEMS)
+        registry.ADAPTERS[system] = f"venturi_adapter:{_driver_class(system)}"
     registry.ADAPTERS["venturi_sa_poison"] = "adverse_adapters:VenturiPoisonAdapter"  # bench/adverse.py
     registry.ADAPTERS["pgqueuer_poison"] = "adverse_pgqueuer:PgQueuerPoisonAdapter"
+
+
+def _driver_class(system: str) -> str:
+    """``venturi_sa_asyncpg`` -> ``VenturiAsyncpgAdapter`` (without importing the adapter, which needs peerbench)."""
+    driver = system.removeprefix("venturi_sa_")
+    return "Venturi" + "".join(part.capitalize() for part in driver.split("_")) + "Adapter"
 
 
 def child_main(argv: list[str]) -> None:
@@ -90,7 +107,7 @@ def _median(values: list[float]) -> float | None:
 def _by_key(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str | None], dict[int, dict[str, Any]]]:
     out: dict[tuple[str, str, str | None], dict[int, dict[str, Any]]] = {}
     for r in rows:
-        if r.get("value") is not None and r["phase"] != "claim_cost":
+        if r.get("value") is not None and r["phase"] not in OUR_PHASES:
             out.setdefault((r["phase"], r["system"], r["profile"]), {})[r["run"]] = r
     return out
 
@@ -108,7 +125,7 @@ def ratio_tables(rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     for phase, field, better in (("enqueue_one", "value", "higher"), ("enqueue_bulk", "value", "higher"),
                                  ("drain", "value", "higher"), ("latency", "p50", "lower")):
         mine = sorted(k for k in keys if k[0] == phase and k[1] == "venturi_sa")
-        peers = sorted((k for k in keys if k[0] == phase and k[1] != "venturi_sa"),
+        peers = sorted((k for k in keys if k[0] == phase and not k[1].startswith("venturi_sa")),
                        key=lambda k: -(_median([v[field] for v in keys[k].values()]) or 0))
         if not mine or not peers:
             continue
@@ -164,7 +181,7 @@ def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tup
     add("wake-up latency p50, ms", p50, "≤ 1.0", None if p50 is None else p50 <= 1.0)
     add("wake-up latency p99, ms", p99, "≤ 3", None if p99 is None else p99 <= 3.0)
     peer_p50 = {f"{s}/{p}": _median([v["p50"] for v in vals.values()])
-                for (ph, s, p), vals in keys.items() if ph == "latency" and s != "venturi_sa"}
+                for (ph, s, p), vals in keys.items() if ph == "latency" and not s.startswith("venturi_sa")}
     if p50 is not None and peer_p50:
         best_peer = min(peer_p50.items(), key=lambda kv: kv[1] or 1e9)
         add("wake-up p50 below every peer's", p50, f"< {best_peer[0]} {best_peer[1]:.1f}",
@@ -183,6 +200,72 @@ def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tup
         met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
         lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} |")
     return "\n".join(lines) + "\n", out
+
+
+def _cell(values: dict[int, dict[str, Any]], field: str = "value") -> str:
+    m = _median([v[field] for v in values.values()])
+    return "—" if m is None else f"{m:,.1f}" if m < 100 else f"{m:,.0f}"
+
+
+def processes_table(rows: list[dict[str, Any]]) -> str:
+    """Drain at 1, 2 and 4 venturi processes (supervised), each ÷ 1 process, beside raw batch-100 at 1 and 2."""
+    keys = _by_key(rows)
+    lines = ["## drain by process count (same-run ratios to one process, median over runs)\n",
+             "| system | profile | processes | jobs/s | ÷ 1 process |", "|---|---|---|---|---|"]
+    for system, one, profiles in (("venturi_sa", "tuned", (("tuned", 1), ("tuned_p2", 2), ("tuned_p4", 4))),
+                                  ("raw_psycopg2", "batch100_p1", (("batch100_p1", 1), ("batch100_p2", 2)))):
+        base = keys.get(("drain", system, one), {})
+        for profile, n in profiles:
+            got = keys.get(("drain", system, profile), {})
+            if got:
+                r = _ratio(got, base)
+                lines.append(f"| {system} | {profile} | {n} | {_cell(got)} | {'—' if r is None else f'{r:.2f}'} |")
+    return "\n".join(lines) + "\n" if len(lines) > 3 else ""
+
+
+def drivers_table(rows: list[dict[str, Any]]) -> str:
+    """Every venturi system (one per driver) per workload, and its same-run ratio to psycopg2's."""
+    keys = _by_key(rows)
+    systems = ["venturi_sa", *[s for s in DRIVER_SYSTEMS if any(k[1] == s for k in keys)]]
+    if len(systems) == 1:
+        return ""
+    workloads = (("enqueue one, jobs/s", "enqueue_one", None, "value"), ("enqueue bulk, jobs/s", "enqueue_bulk",
+                 None, "value"), ("drain default, jobs/s", "drain", "default", "value"),
+                 ("drain tuned, jobs/s", "drain", "tuned", "value"), ("wake-up p50, ms", "latency", "default", "p50"),
+                 ("wake-up p99, ms", "latency", "default", "p99"))
+    head = ["workload", *systems, *[f"{s} ÷ psycopg2" for s in systems[1:]]]
+    lines = ["## venturi per driver (venturi_sa = psycopg2; same-run ratios, median over runs)\n",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, phase, profile, field in workloads:
+        base = keys.get((phase, "venturi_sa", profile), {})
+        got = [keys.get((phase, s, profile), {}) for s in systems]
+        ratios = [_ratio(g, base, field) for g in got[1:]]
+        lines.append("| " + " | ".join([name, *[_cell(g, field) for g in got],
+                                        *["—" if r is None else f"{r:.2f}" for r in ratios]]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_adverse(runner: Any, a: argparse.Namespace, systems: list[str]) -> tuple[list[dict[str, Any]], str]:
+    """``bench/adverse.py``'s conditions on this run's cluster, ``--repeats`` times; its rows and table."""
+    import adverse
+    from peerbench import orchestrator
+
+    n, terminal = (min(a.adverse_n, 300), min(a.adverse_terminal_rows, 2_000)) if a.quick else (
+        a.adverse_n, a.adverse_terminal_rows)
+    rows: list[dict[str, Any]] = []
+    for r in range(1, a.repeats + 1):
+        for condition in adverse.CONDITIONS:
+            for system in systems:
+                orchestrator.log(f"[r{r}] adverse {condition} {system}")
+                try:
+                    rows.append(adverse.drain(runner, r, system, condition, n, terminal))
+                except Exception as exc:  # noqa: BLE001 - keep the rest of the run
+                    orchestrator.log(f"  !! adverse {condition} {system} failed: {exc}")
+                    runner.record(run=r, phase="adverse", system=system, condition=condition, value=None,
+                                  unit=None, error=str(exc)[-2000:])
+    text = (f"## adverse conditions: drain of {n:,} no-op jobs, default profile, terminal rows {terminal:,} "
+            "(each ÷ the same repeat's clean drain)\n\n" + adverse.table(rows, systems, list(adverse.CONDITIONS)))
+    return rows, text
 
 
 # ------------------------------------------------------------------------------ main
@@ -204,6 +287,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--claim-sizes", default="10000,100000,1000000", help="completed rows per claim_cost step")
     p.add_argument("--claim-pending", type=int, default=5000)
     p.add_argument("--claim-samples", type=int, default=50)
+    p.add_argument("--adverse-n", type=int, default=10_000, help="jobs per adverse-conditions drain")
+    p.add_argument("--adverse-terminal-rows", type=int, default=1_000_000,
+                   help="finished rows in the table for the adverse 'terminal' condition")
     p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
     p.add_argument("--port", type=int, help="use an existing server (superuser, trust auth) on this port")
     p.add_argument("--user", default="postgres")
@@ -248,7 +334,7 @@ def _run(a: argparse.Namespace, port: int) -> int:
 
     orchestrator.PEERS = Path(__file__).resolve()  # children: `python bench/run.py _child ...`
     phases = a.phases.split(",")
-    harness_phases = tuple(p for p in phases if p != "claim_cost")
+    harness_phases = tuple(p for p in phases if p not in OUR_PHASES)
     cfg = orchestrator.Config(host=a.host, port=port, user=a.user, systems=tuple(a.systems.split(",")),
                               phases=harness_phases, repeats=a.repeats, drain_timeout_s=a.drain_timeout_s,
                               profiles=None if a.profiles == "all" else tuple(a.profiles.split(",")),
@@ -262,7 +348,7 @@ def _run(a: argparse.Namespace, port: int) -> int:
     cfg = dataclasses.replace(cfg, **overrides)
 
     runner = orchestrator.Runner(cfg)
-    rows = runner.run() if harness_phases else []
+    rows = runner.run() if harness_phases else runner.results
     claim_rows: list[dict[str, Any]] = []
     if "claim_cost" in phases:
         import claimcost
@@ -279,7 +365,13 @@ def _run(a: argparse.Namespace, port: int) -> int:
             runner.record(run=1, phase="claim_cost", system="venturi_sa", profile=None, value=None,
                           unit=None, error=str(exc)[-2000:])
 
-    text = report.summarize([r for r in rows if r["phase"] != "claim_cost"]) if rows else ""
+    adverse_md = ""
+    if "adverse" in phases:
+        adverse_systems = [s for s in ("venturi_sa", "pgqueuer") if s in cfg.systems]
+        _, adverse_md = run_adverse(runner, a, adverse_systems)
+
+    harness_rows = [r for r in rows if r["phase"] not in OUR_PHASES]  # rows is runner.results: ours are in it
+    text = report.summarize(harness_rows) if harness_rows else ""
     ratios_md, ratios = ratio_tables(rows)
     if claim_rows:
         import claimcost
@@ -287,7 +379,8 @@ def _run(a: argparse.Namespace, port: int) -> int:
         text += "\n" + claimcost.table(claim_rows)
     targets_md, target_list = targets(rows, claim_rows)
     versions = report.versions(cfg.systems)
-    text += "\n" + ratios_md + "\n" + targets_md
+    text += "\n" + ratios_md + "\n" + processes_table(rows) + "\n" + drivers_table(rows)
+    text += "\n" + adverse_md + "\n" + targets_md
     text += "\n### versions\n\n" + "\n".join(f"- {k} {v}" for k, v in versions.items()) + "\n"
     (runner.run_dir / "summary.md").write_text(text)
     summary = {
