@@ -37,9 +37,9 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
         env["PGPASSWORD"] = str(url.password)
     cmd = [
         sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--repeats", "1",
-        "--systems", "venturi_sa,raw_psycopg2,sqlalchemy_orm",
+        "--systems", "venturi_sa,venturi_sa_psycopg,raw_psycopg2,sqlalchemy_orm",
         "--phases", "enqueue_one,enqueue_bulk,drain,latency,claim_cost",
-        "--profiles", "default,tuned,batch100_p1", "--n-one", "100", "--n-drain", "500",
+        "--profiles", "default,tuned,tuned_p2,batch100_p1", "--n-one", "100", "--n-drain", "500",
         "--claim-sizes", "1000,3000", "--claim-pending", "300", "--claim-samples", "3",
         "--host", url.host or "127.0.0.1", "--port", str(url.port or 5432), "--user", url.username or "postgres",
         "--out", str(tmp_path),
@@ -55,6 +55,8 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
     got = {(r["phase"], r["system"], r["profile"]) for r in rows}
     for key in [("enqueue_one", "venturi_sa", None), ("enqueue_bulk", "venturi_sa", None),
                 ("drain", "venturi_sa", "default"), ("drain", "venturi_sa", "tuned"),
+                ("drain", "venturi_sa", "tuned_p2"), ("drain", "venturi_sa_psycopg", "tuned"),
+                ("latency", "venturi_sa_psycopg", "default"),
                 ("latency", "venturi_sa", "default"), ("enqueue_one", "sqlalchemy_orm", None),
                 ("enqueue_bulk", "raw_psycopg2", None), ("drain", "raw_psycopg2", "batch100_p1"),
                 ("claim_cost", "venturi_sa", "claim1"), ("claim_cost", "venturi_sa", "claim100")]:
@@ -74,6 +76,11 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
     assert {t["target"] for t in report["targets"]} >= {"wake-up latency p50, ms"}
     summary = (run_dir / "summary.md").read_text()
     assert "venturi vs each peer" in summary and "claim cost vs terminal rows" in summary
+    # venturi's supervisor ran the 2-process profile; the psycopg 3 system has its column and ratio
+    assert "| venturi_sa | tuned_p2 | 2 |" in summary
+    assert "| venturi_sa_psycopg ÷ psycopg2 |" in summary
+    (tuned_row,) = [line for line in summary.splitlines() if line.startswith("| drain tuned, jobs/s |")]
+    assert "—" not in tuned_row, tuned_row
     assert summary in proc.stdout
     for log in (run_dir / "logs").glob("*venturi_sa*.stderr"):
         assert "Traceback" not in log.read_text(), log.read_text()[-2000:]
