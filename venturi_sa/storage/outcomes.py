@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,7 +11,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
-from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
+from venturi_sa.storage.params import ZERO, Fence, FinishManyParams, FinishParams, Runner
 
 
 def finish(models: Models, session: Runner, params: FinishParams) -> bool:
@@ -46,7 +45,6 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 
 
-_ZERO = timedelta(0)
 _DUMPS = json.dumps
 _JSON_NULL = "null"  # a saved carry of None: JSON null, as json.dumps(None)
 # Per outcome, the columns it decides: (status, finished, outcome); looked up once per row.
@@ -60,7 +58,7 @@ def _row(p: FinishParams) -> tuple[Any, ...]:
     status, finished, outcome = _BY_OUTCOME[p.outcome]
     visible_at, attachment, carry = p.visible_at, p.attachment, p.carry
     return (fence.job_id, fence.kind, fence.claimed_by, fence.run_count, status, finished,
-            None if visible_at is None else visible_at.isoformat(), p.delay or _ZERO, 1 if p.failure else 0,
+            None if visible_at is None else visible_at.isoformat(), p.delay or ZERO, 1 if p.failure else 0,
             p.save_carry, (_JSON_NULL if carry is None else _DUMPS(carry)) if p.save_carry else None, outcome, p.note,
             None if attachment is None else _DUMPS(attachment))
 

@@ -31,17 +31,17 @@ class Fence(NamedTuple):
     run_count: int
 
 
+@dataclass(init=False, slots=True)
 class ClaimedJob:
     """A claimed row, as plain data safe to hand to another thread.
 
     Read-only by contract (nothing assigns its attributes after the claim).
-    A slotted class rather than a frozen dataclass: one is built per claimed
-    job, and a frozen dataclass's ``__init__`` (one ``object.__setattr__``
-    per field) was a measurable share of the worker's per-job time.
+    A slotted dataclass with its own ``__init__`` rather than a frozen one:
+    one is built per claimed job, and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) was a measurable share of the worker's
+    per-job time.  Equality and repr are the dataclass's; unhashable, as its
+    payload is a dict.
     """
-
-    __slots__ = ("id", "kind", "payload", "carry", "priority", "created_at", "run_count", "failure_count",
-                 "claimed_by", "waited", "timeout", "fence")
 
     id: str
     kind: str
@@ -54,7 +54,7 @@ class ClaimedJob:
     claimed_by: str
     waited: float  # seconds from visible_at to this claim, on the database clock
     timeout: timedelta | None  # the job's own time limit (an enqueue's timeout=), overriding Task.timeout
-    fence: Fence  # the claim this run's writes are guarded on (it keys the worker's runs)
+    fence: Fence = field(repr=False)  # the claim this run's writes are guarded on (it keys the worker's runs)
 
     def __init__(self, *, id: str, kind: str, payload: Any, carry: Any, priority: int,  # noqa: A002
                  created_at: datetime, run_count: int, failure_count: int, claimed_by: str,
@@ -71,18 +71,6 @@ class ClaimedJob:
         self.waited = waited
         self.timeout = timeout
         self.fence = Fence(id, kind, claimed_by, run_count)
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()
-
-    __hash__ = None  # type: ignore[assignment]  # as the frozen dataclass's: its payload is a dict
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__[:-1])
-        return f"ClaimedJob({fields})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +90,8 @@ class ClaimParams:
     caps: Mapping[str, int] = field(default_factory=dict)
 
 
-_ZERO = timedelta(0)
+ZERO = timedelta(0)
+"""A zero delay (shared by the outcome checks and the outcome batch)."""
 NOTE_LIMIT = 2000
 """The longest journal note (characters); builders truncate, :class:`FinishParams` refuses longer."""
 
@@ -131,6 +120,7 @@ def _check_json(name: str, value: object) -> None:
         raise InvalidOutcome(str(exc)) from None
 
 
+@dataclass(init=False, slots=True)
 class FinishParams:
     """One run's outcome: the new row state and its journal entry.
 
@@ -139,11 +129,9 @@ class FinishParams:
     adds one to ``failure_count``.  Every field is checked when the object
     is built (raising :class:`InvalidOutcome`), so a bad value can never
     reach a batch statement and sink the outcomes written beside it.
-    Read-only by contract; a slotted class (one is built per run) rather
-    than a frozen dataclass.
+    Read-only by contract; a slotted dataclass with its own checking
+    ``__init__`` (one is built per run) rather than a frozen one.
     """
-
-    __slots__ = ("fence", "outcome", "note", "attachment", "carry", "save_carry", "visible_at", "delay", "failure")
 
     fence: Fence
     outcome: Outcome
@@ -170,7 +158,7 @@ class FinishParams:
             _check_json("carry", carry)
         if visible_at is not None and (not isinstance(visible_at, datetime) or visible_at.utcoffset() is None):
             raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {visible_at!r:.80}")
-        if delay is not None and (not isinstance(delay, timedelta) or delay < _ZERO):
+        if delay is not None and (not isinstance(delay, timedelta) or delay < ZERO):
             raise InvalidOutcome(f"delay must be a non-negative timedelta, got {delay!r:.80}")
         if (failure is not True and failure is not False) or (save_carry is not True and save_carry is not False):
             raise InvalidOutcome("failure and save_carry must be booleans")
@@ -183,16 +171,6 @@ class FinishParams:
         self.visible_at = visible_at
         self.delay = delay
         self.failure = failure
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(
-            getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]  # its attachment and carry may be dicts
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"FinishParams({fields})"
 
 
 @dataclass(frozen=True, kw_only=True)
