@@ -243,6 +243,29 @@ class JobTimeoutBase:
         return f"<JobTimeout {self.job_id} {self.timeout}>"
 
 
+class OwedDeadCallBase:
+    """Columns of every prefix's ``OwedDeadCall`` class: an ``on_dead`` call a worker of ``kind`` still owes."""
+
+    __venturi_prefix__: str
+    id: Mapped[int]
+    job_id: Mapped[str]
+    kind: Mapped[str]
+    run_no: Mapped[int]
+    note: Mapped[str | None]
+    actor: Mapped[str]
+    created_at: Mapped[datetime]
+    attempts: Mapped[int]
+    not_before: Mapped[datetime]
+    last_error: Mapped[str | None]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<OwedDeadCall {self.job_id} run {self.run_no} by {self.actor}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -255,6 +278,7 @@ class Models:
     Pause: type[PauseBase]
     CancelRequest: type[CancelRequestBase]
     JobTimeout: type[JobTimeoutBase]
+    OwedDeadCall: type[OwedDeadCallBase]
 
     @property
     def names(self) -> Names:
@@ -289,10 +313,14 @@ class Models:
         return cast(sa.Table, self.JobTimeout.__table__)  # type: ignore[attr-defined]
 
     @property
+    def on_dead_table(self) -> sa.Table:
+        return cast(sa.Table, self.OwedDeadCall.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table, self.timeouts_table)
+                self.cancels_table, self.timeouts_table, self.on_dead_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -491,6 +519,31 @@ def _timeouts_columns() -> dict[str, Any]:
     }
 
 
+def _on_dead_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("id", name=conv(n.index("on_dead_pkey"))),
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("on_dead_job_id_fkey"))),
+        sa.Index(conv(n.index("on_dead_job")), "job_id"),
+    )
+
+
+def _on_dead_columns() -> dict[str, Any]:
+    tz = sa.DateTime(timezone=True)
+    return {
+        "id": mapped_column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.Identity(always=True)),
+        "job_id": mapped_column(sa.Text, nullable=False),
+        "kind": mapped_column(sa.Text, nullable=False),
+        "run_no": mapped_column(sa.Integer, nullable=False),
+        "note": mapped_column(sa.Text, nullable=True),
+        "actor": mapped_column(sa.Text, nullable=False),
+        "created_at": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "attempts": mapped_column(sa.Integer, nullable=False, default=0, server_default=sa.text("0")),
+        "not_before": mapped_column(tz, nullable=False, default=sa.func.now()),
+        "last_error": mapped_column(sa.Text, nullable=True),
+    }
+
+
 def _table_class(prefix: str, base: Any, mixin: type[T], name: str, table: str, args: tuple[Any, ...],
                  namespace: dict[str, Any]) -> type[T]:
     """The mapped class ``<Prefix><name>_<prefix>`` of ``table``: ``mixin`` (its typing aid) on ``base``."""
@@ -559,7 +612,9 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
     pause_cls = _table_class(prefix, base, PauseBase, "Pause", n.pauses, _pauses_args(n), _pauses_columns())
     cancel_cls = _table_class(prefix, base, CancelRequestBase, "CancelRequest", n.cancels, _cancels_args(n),
                               _cancels_columns())
+    on_dead_cls = _table_class(prefix, base, OwedDeadCallBase, "OwedDeadCall", n.on_dead, _on_dead_args(n),
+                               _on_dead_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
-                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls)
+                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls)
     registry[prefix] = models
     return models

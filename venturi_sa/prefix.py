@@ -89,6 +89,11 @@ class Names:
         return f"{self.prefix}_timeouts"
 
     @property
+    def on_dead(self) -> str:
+        """Owed ``on_dead`` calls of jobs that went dead without their task's code (migration v7)."""
+        return f"{self.prefix}_on_dead"
+
+    @property
     def version_table(self) -> str:
         """The per-prefix Alembic version table."""
         return f"{self.prefix}_alembic_version"
