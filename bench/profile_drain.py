@@ -100,7 +100,7 @@ def summarize(stacks: Path, top: int = 25, seconds: float | None = None, rate: i
 
 PER_JOB = ("Worker._dispatch (", "JobContext.__init__ (", "ClaimedJob.__init__ (", "FinishParams.__init__ (",
            "__create_fn__.<locals>.__init__ (", "Condition.__init__ (", "Event.__init__ (", "_batch_columns (",
-           "Executors._handle (", "process (executor.py)", "SQLCompiler._process_parameters_for_postcompile (",
+           "RunPipeline.handle (", "decide (pipeline.py)", "SQLCompiler._process_parameters_for_postcompile (",
            "CursorFetchStrategy.fetchall (", "loads (__init__.py)")
 """What the per-job table of :func:`summarize` follows (prefixes of ``name (file)``)."""
 

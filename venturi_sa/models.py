@@ -538,7 +538,7 @@ def _on_dead_columns() -> dict[str, Any]:
         "note": mapped_column(sa.Text, nullable=True),
         "actor": mapped_column(sa.Text, nullable=False),
         "created_at": mapped_column(tz, nullable=False, default=sa.func.now()),
-        "attempts": mapped_column(sa.Integer, nullable=False, default=0, server_default=sa.text("0")),
+        "attempts": mapped_column(sa.Integer, nullable=False, server_default=sa.text("0")),
         "not_before": mapped_column(tz, nullable=False, default=sa.func.now()),
         "last_error": mapped_column(sa.Text, nullable=True),
     }

@@ -289,7 +289,8 @@ class Queue:
     def kill(self, engine: Engine, job_id: str, note: str | None = None, *,
              actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Operator: ``pending`` -> ``dead``; journaled."""
-        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note, actor)
+        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note, actor,
+                          self.registry)
 
     def release(self, engine: Engine, job_id: str, note: str | None = None, *,
                 actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
@@ -348,7 +349,8 @@ class Queue:
 
     async def kill_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
         """:meth:`kill` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "kill_async", lambda e: admin.kill(self.models, e, job_id, note))
+        return await _on_sync_engine(engine, "kill_async", lambda e: admin.kill(self.models, e, job_id, note,
+                                                                                          registry=self.registry))
 
     async def release_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
         """:meth:`release` on an ``AsyncEngine``."""
@@ -365,13 +367,14 @@ class Queue:
         :func:`venturi_sa.ops.control.cancel`.
         """
         if isinstance(bind, Session):
-            return runtime.cancel(self.models, require_session(bind, "cancel"), job_id, note, actor)
-        return runtime.cancel(self.models, require_engine(bind, "cancel"), job_id, note, actor)
+            return runtime.cancel(self.models, require_session(bind, "cancel"), job_id, note, actor, self.registry)
+        return runtime.cancel(self.models, require_engine(bind, "cancel"), job_id, note, actor, self.registry)
 
     def cancel_kind(self, engine: Engine, kind: str, note: str | None = None, *,
                     actor: str = runtime.DEFAULT_ACTOR) -> list[Cancelled]:
         """Cancel every pending or claimed job of ``kind``, in one transaction."""
-        return runtime.cancel_kind(self.models, require_engine(engine, "cancel_kind"), kind, note, actor)
+        return runtime.cancel_kind(self.models, require_engine(engine, "cancel_kind"), kind, note, actor,
+                                   registry=self.registry)
 
     def pause(self, engine: Engine, kind: str, *, reason: str | None = None, until: datetime | None = None,
               delay: timedelta | None = None, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
@@ -408,10 +411,11 @@ class Queue:
         """:meth:`cancel` on an ``AsyncSession`` (its transaction, never committed) or an ``AsyncEngine``."""
         if is_async_session(bind):
             session = require_async_session(bind, "cancel_async")
-            return await session.run_sync(lambda s: runtime.cancel_in(self.models, s, job_id, note, actor))
+            return await session.run_sync(
+                lambda s: runtime.cancel_in(self.models, s, job_id, note, actor, self.registry))
         engine = require_async_engine(bind, "cancel_async")
         return await _on_sync_engine(engine, "cancel_async",
-                                     lambda e: runtime.cancel(self.models, e, job_id, note, actor))
+                                     lambda e: runtime.cancel(self.models, e, job_id, note, actor, self.registry))
 
     async def pause_async(self, engine: AsyncEngine, kind: str, *, reason: str | None = None,
                           until: datetime | None = None, delay: timedelta | None = None,

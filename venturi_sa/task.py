@@ -184,10 +184,16 @@ class Task:
         """Called in the transaction recording ``retried`` (same guarantees as :meth:`on_complete`)."""
 
     def on_dead(self, ctx: OutcomeContext, note: str | None) -> None:
-        """Called in the transaction recording ``dead`` (a ``Die``, or the failure reaching ``max_failures``).
+        """Called exactly once for every transition of the job to ``dead``, whoever makes it.
 
-        Same guarantees as :meth:`on_complete`.  Not called for a stale
-        recovery reaching the backstop, nor for a payload that cannot be decoded.
+        A worker's own run calls it in the transaction recording ``dead``
+        (same guarantees as :meth:`on_complete`).  An operator's
+        ``kill``/``cancel`` through a queue that has this task calls it in the
+        action's transaction.  Any other transition (a stale recovery at the
+        backstop, a cancel its run never read, an action without this task's
+        code) leaves a durable record that the next worker of this kind
+        makes, in the transaction that deletes the record; there, raising
+        rolls the call back and it is retried later.
         """
 
 

@@ -72,7 +72,7 @@ def test_stored_payload_that_no_longer_loads_is_dead_with_a_clear_note(
         assert "stored payload" in entry.note and needle in entry.note
 
 
-def test_handler_returning_a_non_json_value_is_a_retryable_failure_with_a_clear_note(
+def test_handler_returning_a_value_json_cannot_store_completes_with_a_clear_note(
         engine: sa.Engine, models: Any) -> None:
     done: list[Any] = []
     Receipt, Junk, Raiser = make_tasks(done)
@@ -81,12 +81,24 @@ def test_handler_returning_a_non_json_value_is_a_retryable_failure_with_a_clear_
     after = enqueue(engine, queue, Receipt(order_id=1), Receipt(order_id=2))
     drain(queue, engine, concurrency=1)
     [entry] = journal(engine, models, junk)
-    assert (job_row(engine, models, junk).status, job_row(engine, models, junk).failure_count) == ("pending", 1)
-    assert entry.outcome == "retried" and "set is not JSON" in entry.note and "the job's result" in entry.note
+    assert (job_row(engine, models, junk).status, job_row(engine, models, junk).failure_count) == ("completed", 0)
+    assert entry.outcome == "completed" and "set is not JSON" in entry.note and "not stored" in entry.note
     assert sorted(done) == [1, 2] and all(job_row(engine, models, j).status == "completed" for j in after)
 
 
-@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit", "GeneratorExit"])
+def test_keyboard_interrupt_in_a_handler_releases_the_run_and_stops_the_worker(
+        engine: sa.Engine, models: Any) -> None:
+    Receipt, Junk, Raiser = make_tasks([])
+    queue = Queue(models, [Receipt, Junk, Raiser])
+    [raiser] = enqueue(engine, queue, Raiser(exc="KeyboardInterrupt"))
+    drain(queue, engine, concurrency=1)  # returns: the worker stopped
+    row = job_row(engine, models, raiser)
+    [entry] = journal(engine, models, raiser)
+    assert (row.status, row.failure_count, entry.outcome) == ("pending", 0, "released")
+    assert "KeyboardInterrupt" in entry.note
+
+
+@pytest.mark.parametrize("exc", ["SystemExit", "GeneratorExit"])
 def test_base_exception_in_a_handler_is_a_failure_and_the_worker_continues(
         engine: sa.Engine, models: Any, exc: str) -> None:
     done: list[Any] = []

@@ -12,7 +12,8 @@ from venturi_sa import Complete, Die, JobContext, Outcome, Pause, Retry, Task
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
-from venturi_sa.worker.executor import Run, process
+from venturi_sa.worker.pipeline import decide as process
+from venturi_sa.worker.run import Run
 
 AWARE = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

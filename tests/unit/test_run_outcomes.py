@@ -12,7 +12,9 @@ from marshmallow import Schema, fields
 from venturi_sa import Complete, Die, JobContext, Outcome, Pause, Retry, Task
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
-from venturi_sa.worker.executor import Run, classify, process
+from venturi_sa.worker.executor import classify
+from venturi_sa.worker.pipeline import decide as process
+from venturi_sa.worker.run import Run
 
 
 class Steps(Schema):
@@ -61,7 +63,7 @@ def outcome_of(result: str, failure_count: int = 0, carry: Any = None) -> Any:
 @pytest.mark.parametrize(("result", "outcome", "failure"), [
     ("none", Outcome.COMPLETED, False), ("complete", Outcome.COMPLETED, False), ("die", Outcome.DEAD, False),
     ("retry", Outcome.RETRIED, True), ("raise", Outcome.RETRIED, True), ("pause", Outcome.PAUSED, False),
-    ("junk", Outcome.COMPLETED, False), ("set", Outcome.RETRIED, True), ("naive", Outcome.RETRIED, True),
+    ("junk", Outcome.COMPLETED, False), ("set", Outcome.COMPLETED, False), ("naive", Outcome.RETRIED, True),
 ])
 def test_each_result_maps_to_its_outcome(result: str, outcome: Outcome, failure: bool) -> None:
     params = outcome_of(result)

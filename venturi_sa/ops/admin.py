@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from venturi_sa.dead_calls import make_owed_calls
 from venturi_sa.errors import InvalidTransition
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
@@ -21,6 +22,7 @@ from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.storage.backend import backend_for
+from venturi_sa.task import Registry
 
 _HINTS = {
     Status.PENDING.value: "kill stops a pending job",
@@ -31,7 +33,7 @@ _HINTS = {
 
 
 def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
-           note: str | None, actor: str | None) -> JobInfo:
+           note: str | None, actor: str | None, registry: Registry | None = None) -> JobInfo:
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
@@ -43,6 +45,8 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
             raise InvalidTransition(
                 f"cannot {action.name} job {job_id}: it is {status}, and {action.name} "
                 f"applies only to {action.from_status.value} jobs ({_HINTS[status]})")
+        if registry is not None and result.job.status == Status.DEAD.value:
+            make_owed_calls(session, models, registry, job_ids=[job_id])
         return JobInfo(**result.job._mapping)
 
 
@@ -53,9 +57,14 @@ def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = N
 
 
 def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
-         actor: str | None = None) -> JobInfo:
-    """``pending`` → ``dead`` with ``finished_at`` set; journaled ``dead``."""
-    return _admin(models, engine, job_id, KILL, note, actor)
+         actor: str | None = None, registry: Registry | None = None) -> JobInfo:
+    """``pending`` → ``dead`` with ``finished_at`` set; journaled ``dead``.
+
+    The task's ``on_dead`` runs exactly once: in this transaction when
+    ``registry`` has the job's kind (the queue's own calls pass it), else in
+    the next worker of that kind (see :mod:`venturi_sa.dead_calls`).
+    """
+    return _admin(models, engine, job_id, KILL, note, actor, registry)
 
 
 def release(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,

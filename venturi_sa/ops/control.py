@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.dead_calls import make_owed_calls
 from venturi_sa.errors import InvalidOption, InvalidTransition, UnknownKind
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
@@ -63,7 +64,8 @@ class Cancelled:
         return {"job_id": self.job_id, "kind": self.kind, "status": self.status, "result": self.result}
 
 
-def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, actor: str) -> Cancelled:
+def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, actor: str,
+              registry: Registry | None = None) -> Cancelled:
     """Cancel one job in ``runner``'s transaction (see :func:`cancel`)."""
     params = CancelParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                   note=check_text(note, "note"))
@@ -71,6 +73,8 @@ def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, act
     if result.job is None:
         raise job_not_found(models, job_id)
     if result.done:
+        if registry is not None and isinstance(runner, Session):
+            make_owed_calls(runner, models, registry, job_ids=[job_id])
         return Cancelled(job_id, result.job.kind, Status.DEAD.value, "cancelled")
     if result.requested:
         return Cancelled(job_id, result.job.kind, Status.CLAIMED.value, "requested")
@@ -78,25 +82,30 @@ def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, act
 
 
 def cancel(models: Models, bind: sa.Engine | Session, job_id: str, note: str | None = None,
-           actor: str = DEFAULT_ACTOR) -> Cancelled:
+           actor: str = DEFAULT_ACTOR, registry: Registry | None = None) -> Cancelled:
     """Cancel a job: a pending one ends ``dead`` now; a claimed one gets a durable cancel request.
 
     The running handler sees ``ctx.cancelled`` (an async one is also
     cancelled) within one lease renewal of the commit, sooner through
     ``NOTIFY`` when its worker listens; its run then ends ``dead`` with a
     "cancelled by" note and its ``ctx.session`` work rolled back.  If the run
-    finishes first, its own outcome stands (exactly one outcome is written).
-    Given a ``Session``, runs in its transaction and never commits.  Raises
-    ``JobNotFound``, or ``InvalidTransition`` for a job already completed or dead.
+    finishes first, its own outcome stands (exactly one outcome is written);
+    if it ends retried, paused or released, or its worker dies, before the
+    request reaches it, the job ends ``dead`` as cancelled all the same.
+    A job that ends ``dead`` gets its task's ``on_dead`` once: here, in this
+    transaction, when ``registry`` has its kind (the queue's own calls pass
+    it), else in the next worker of that kind.  Given a ``Session``, runs in
+    its transaction and never commits.  Raises ``JobNotFound``, or
+    ``InvalidTransition`` for a job already completed or dead.
     """
     if isinstance(bind, Session):
-        return cancel_in(models, bind, job_id, note, actor)
+        return cancel_in(models, bind, job_id, note, actor, registry)
     with short_transaction(models, bind) as session:
-        return cancel_in(models, session, job_id, note, actor)
+        return cancel_in(models, session, job_id, note, actor, registry)
 
 
 def cancel_kind(models: Models, engine: sa.Engine, kind: str, note: str | None = None,
-                actor: str = DEFAULT_ACTOR, limit: int = 10_000) -> list[Cancelled]:
+                actor: str = DEFAULT_ACTOR, limit: int = 10_000, registry: Registry | None = None) -> list[Cancelled]:
     """Cancel every pending or claimed job of ``kind`` (up to ``limit``), in one transaction."""
     check_text(kind, "kind", required=True)
     with short_transaction(models, engine) as session:
@@ -104,7 +113,7 @@ def cancel_kind(models: Models, engine: sa.Engine, kind: str, note: str | None =
         done = []
         for job_id in ids:
             try:
-                done.append(cancel_in(models, session, job_id, note, actor))
+                done.append(cancel_in(models, session, job_id, note, actor, registry))
             except InvalidTransition:
                 continue  # finished meanwhile
         return done

@@ -117,12 +117,15 @@ def apply(models: Models, runner: Runner, params: AdminParams) -> AdminResult:
 
 
 def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status, values: dict[str, Any],
-                  outcome: Outcome, note: str) -> sa.Row[Any] | None:
+                  outcome: Outcome, note: str, actor: str | None = None) -> sa.Row[Any] | None:
     """Update the job with ``values`` if it still has status ``expected`` (repeated in the ``WHERE``), and
     journal ``outcome`` with ``note`` (``run_no`` = its ``run_count``).
 
-    Returns the row afterwards, or None if the guard failed (nothing written).
-    Every operator action on a job writes through here, after locking the row.
+    A job that ends ``dead`` here is owed an ``on_dead`` call
+    (``<prefix>_on_dead``, in the same transaction) and its cancel request
+    goes.  Returns the row afterwards, or None if the guard failed (nothing
+    written).  Every operator action on a job writes through here, after
+    locking the row.
     """
     job = models.Job
     row = runner.execute(
@@ -136,6 +139,12 @@ def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status,
         return None
     runner.execute(sa.insert(models.JournalEntry).values(
         job_id=row.id, kind=row.kind, run_no=row.run_count, outcome=outcome.value, note=note, attachment=None))
+    if row.status == Status.DEAD.value:
+        runner.execute(sa.insert(models.on_dead_table).values(
+            job_id=row.id, kind=row.kind, run_no=row.run_count, note=note, actor=actor or "operator",
+            created_at=sa.func.now(), not_before=sa.func.now()))
+        cancels = models.cancels_table
+        runner.execute(sa.delete(cancels).where(cancels.c.job_id == row.id))
     return row
 
 
@@ -143,7 +152,7 @@ def _transition(models: Models, runner: Runner, params: AdminParams) -> sa.Row[A
     """The guarded UPDATE and its journal row; None (nothing written) if the status guard fails."""
     action = params.action
     row = guarded_write(models, runner, params.job_id, action.from_status, _values(action), action.outcome,
-                        journal_note(action, params.note, params.actor))
+                        journal_note(action, params.note, params.actor), params.actor)
     if row is None:
         return None
     if action is REQUEUE:  # a requeued job starts afresh: an old cancel request must not end its next run

@@ -223,7 +223,7 @@ def _end_now(models: Models, runner: Runner, params: CancelParams, status: Statu
     values = {"status": Status.DEAD.value, "finished_at": sa.func.clock_timestamp(), "claimed_by": None,
               "claim_expires_at": None}
     return guarded_write(models, runner, params.job_id, status, values, Outcome.DEAD,
-                         f"{note} ({why})" if why else note)
+                         f"{note} ({why})" if why else note, params.actor)
 
 
 def clear_cancel(models: Models, runner: Runner, job_id: str) -> None:

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
-from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
+from venturi_sa.states import OUTCOME_STATUS, TERMINAL, Outcome, Status
 from venturi_sa.storage.params import ZERO, Fence, FinishManyParams, FinishParams, Runner
 
 
@@ -84,46 +84,86 @@ def _outcome_rows() -> Any:
 _AS_TEXT = {"carry", "attachment", "visible_at"}
 
 
+def cancel_text(actor: Any, note: Any, why: Any) -> Any:
+    """SQL for a cancel's journal note: ``cancelled by <actor> (<why>)[: <note>]`` (as ``control.cancel_note``)."""
+    reason = sa.literal(why, sa.Text) if isinstance(why, str) else why
+    return (sa.literal("cancelled by ", sa.Text) + actor + sa.literal(" (", sa.Text) + reason
+            + sa.literal(")", sa.Text) + sa.func.coalesce(sa.literal(": ", sa.Text) + note, ""))
+
+
+def owe_on_dead(models: Models, dead: Any, now: Any) -> Any:
+    """``INSERT INTO <prefix>_on_dead`` one owed ``on_dead`` call per row of ``dead`` (a data-modifying CTE).
+
+    ``dead`` has columns ``id``, ``kind``, ``run_count``, ``note`` and ``actor``.
+    """
+    return sa.insert(models.on_dead_table).from_select(
+        ["job_id", "kind", "run_no", "note", "actor", "created_at", "not_before"],
+        sa.select(dead.c.id, dead.c.kind, dead.c.run_count, dead.c.note, dead.c.actor, now, now))
+
+
+def clear_cancels(models: Models, ended: Any) -> Any:
+    """``DELETE`` the cancel requests of the jobs in ``ended`` (column ``id``): their job is terminal."""
+    cancels = models.cancels_table
+    return sa.delete(cancels).where(cancels.c.job_id.in_(sa.select(ended.c.id)))
+
+
 def _finish_many_statement(models: Models) -> Any:
     """``WITH done AS (fenced UPDATE ... RETURNING id) INSERT INTO journal ... RETURNING job_id``.
 
     One round trip writes every row and, for the rows whose fence held, their
-    journal entries.
+    journal entries.  A run that would send its job back to ``pending``
+    (retried, paused, released) while a cancel request for the job is still
+    undelivered ends it ``dead`` instead, journaled as cancelled by the
+    request's actor, with an ``on_dead`` call owed; the cancel requests of
+    jobs that end terminal go with this statement.
     """
     key = (models.prefix, id(models.Job))
     if key in _STATEMENTS:
         return _STATEMENTS[key]
-    job, journal = models.jobs_table.c, models.journal_table
+    job, journal, cancels = models.jobs_table.c, models.journal_table, models.cancels_table.c
     rows = _outcome_rows()
     now = sa.func.clock_timestamp()
+    to_pending = rows.c.status == Status.PENDING.value
+    cancelled = sa.and_(to_pending, sa.exists().where(cancels.job_id == rows.c.id))
+    status = sa.case((cancelled, Status.DEAD.value), else_=rows.c.status)
+    converted = sa.and_(to_pending, job.status == Status.DEAD.value)  # in RETURNING: the row as written
+    request = sa.select(cancels.actor).where(cancels.job_id == job.id)
     done = (
         sa.update(models.jobs_table)
         .where(job.id == rows.c.id, job.status == Status.CLAIMED.value,
                job.claimed_by == rows.c.claimed_by, job.run_count == rows.c.run_count)
         .values(
-            status=rows.c.status,
+            status=status,
             claimed_by=None,
             claim_expires_at=None,
-            finished_at=sa.case((rows.c.finished, now), else_=job.finished_at),
-            visible_at=sa.case(
-                (rows.c.status == Status.PENDING.value, sa.func.coalesce(rows.c.visible_at, now + rows.c.delay)),
-                else_=job.visible_at,
-            ),
+            finished_at=sa.case((sa.or_(rows.c.finished, cancelled), now), else_=job.finished_at),
+            visible_at=sa.case((sa.and_(to_pending, sa.not_(cancelled)),
+                                sa.func.coalesce(rows.c.visible_at, now + rows.c.delay)), else_=job.visible_at),
             failure_count=job.failure_count + rows.c.failure_inc,
             carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
         )
-        .returning(job.id, job.run_count)
+        .returning(job.id, job.kind, job.run_count, job.status, converted.label("converted"),
+                   sa.case((converted, request.with_only_columns(cancels.actor).scalar_subquery())).label("actor"),
+                   sa.case((converted, cancel_text(
+                       request.with_only_columns(cancels.actor).scalar_subquery(),
+                       request.with_only_columns(cancels.note).scalar_subquery(),
+                       "before the cancel reached its run, the run ended"))).label("note"))
         .cte("done")
     )
+    ended = sa.select(done.c.id).where(done.c.status.in_(TERMINAL)).cte("ended")
+    owed = owe_on_dead(models, sa.select(done).where(done.c.converted).subquery("converted"), now).cte("owed")
+    cleared = clear_cancels(models, ended).cte("cleared")
     entries = _outcome_rows()
-    source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now, entries.c.outcome,
-                       entries.c.note, entries.c.attachment).join_from(
-        entries, done, sa.and_(done.c.id == entries.c.id, done.c.run_count == entries.c.run_count))
+    source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now,
+                       sa.case((done.c.converted, Outcome.DEAD.value), else_=entries.c.outcome),
+                       sa.case((done.c.converted, done.c.note), else_=entries.c.note), entries.c.attachment
+                       ).join_from(entries, done, sa.and_(done.c.id == entries.c.id,
+                                                          done.c.run_count == entries.c.run_count))
     stmt = (
         sa.insert(journal)
         .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"], source)
         .returning(journal.c.job_id, journal.c.run_no)
-        .add_cte(done)
+        .add_cte(done, ended, owed, cleared)
     )
     _STATEMENTS[key] = stmt
     return stmt

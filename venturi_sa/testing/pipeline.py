@@ -1,6 +1,6 @@
 """One run through the worker's own pipeline, keeping what the handler returned or raised.
 
-:func:`venturi_sa.worker.executor.process` itself, so the test helpers record
+:func:`venturi_sa.worker.pipeline.decide` itself, so the test helpers record
 exactly the :class:`~venturi_sa.storage.params.FinishParams` a worker would,
 and can also hand the test the handler's raw result (to re-raise an
 exception with its traceback, or to tell that an outcome was corrected).
@@ -17,9 +17,9 @@ from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.executor import NOT_RUN
-from venturi_sa.worker.executor import process as run_pipeline
 from venturi_sa.worker.joblog import job_log
+from venturi_sa.worker.pipeline import NOT_RUN
+from venturi_sa.worker.pipeline import decide as run_pipeline
 from venturi_sa.worker.run import Run
 
 

@@ -5,8 +5,9 @@ outcomes wait to be written, so an executor thread keeps its slot and the
 worker stops claiming instead of piling up runs it has not recorded.  A
 batch that fails on a transient error is retried with a capped backoff while
 the leases last; one that fails otherwise is split in halves until the bad
-row is alone, so one row can never sink the others.  :meth:`close` always
-flushes what was submitted.
+row is alone, so one row can never sink the others, and a row alone is
+retried on any error while its lease lasts (only a fenced-out write is
+final).  :meth:`close` always flushes what was submitted.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
-from venturi_sa.worker.completer import log_lost, log_recorded, retrying
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.recording import always, log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -129,11 +130,12 @@ class Batcher(threading.Thread):
         return self.conns.begin(lambda conn: self.backend.finish_many(conn, params))
 
     def _write(self, batch: Sequence[Run], unwritten: set[Fence]) -> set[Fence]:
-        """Write ``batch``: retried while transient, bisected when a row is at fault."""
+        """Write ``batch``: retried while transient, bisected when a row is at fault, a lone row always retried."""
         try:
             return retrying(lambda: self._once(batch), until=self.retry_for(batch),
                             what=f"recording {len(batch)} outcomes", abort=self.abort,
-                            gave_up=lambda: all(run.ctx.lease_lost for run in batch))
+                            gave_up=lambda: all(run.ctx.lease_lost for run in batch),
+                            retryable=is_transient if len(batch) > 1 else always)
         except SQLAlchemyError as exc:
             if len(batch) > 1 and not is_transient(exc):
                 middle = len(batch) // 2

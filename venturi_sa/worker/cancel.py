@@ -6,23 +6,25 @@ listener reconnect), sooner when a ``NOTIFY`` with
 :data:`~venturi_sa.storage.control.CANCEL_PAYLOAD` makes the lease keeper
 renew at once.  Delivery sets the run's :class:`CancelState` (what
 ``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
-the run ends, whatever the handler returned, :func:`apply_cancel` replaces
-its outcome: ``dead`` with the cancel note (a retryable failure for a time
-limit, :func:`time_limit`), its ``ctx.session`` work rolled back.  A run
-that already handed its outcome on keeps it: the fenced write decides, so
-exactly one outcome is recorded.
+the run ends, whatever the handler returned, the pipeline's control step
+(:func:`venturi_sa.worker.executor.control`) replaces its outcome: ``dead``
+with the cancel note (a retryable failure for a time limit,
+:func:`time_limit`), its ``ctx.session`` work rolled back.  A run that
+already handed its outcome on keeps it: the fenced write decides, so
+exactly one outcome is recorded.  A request the run never read (it ended
+retried, paused or released first, or its worker died) is applied by the
+outcome write or the lease recovery in SQL: the job ends ``dead`` as
+cancelled all the same.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from venturi_sa.errors import JobCancelled
-from venturi_sa.states import Outcome
-from venturi_sa.storage.params import FinishParams
 from venturi_sa.worker.hooks import NOTHING
 
 if TYPE_CHECKING:
@@ -78,33 +80,12 @@ class CancelState:
             raise JobCancelled(self.note or "cancelled")
 
 
-def apply_cancel(run: Run, failure: Callable[[Run, str], FinishParams], note_text: Callable[[str], str]) -> bool:
-    """If the run was cancelled, replace its outcome and roll its ``ctx.session`` work back.
-
-    An operator's cancel ends it ``dead`` with the cancel note (no failure
-    counted); a time limit makes it ``failure(run, note)``, a retryable
-    failure; ``note_text`` makes the note storable.  Returns whether the run
-    was cancelled.
-    """
-    state = run.ctx.cancel_state
-    if not state.is_set:
-        return False
-    run.failed = True  # the handler's ctx.session work is rolled back with the outcome write
-    note = note_text(state.note or "cancelled")
-    run.params = failure(run, note) if state.timed_out else FinishParams(
-        fence=run.fence, outcome=Outcome.DEAD, note=note)
-    run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
-    return True
-
-
 def deliver_cancel(run: Run, note: str) -> None:
     """Mark the run cancelled (logged once) and cancel its task if it is an ``async def`` handler running."""
     if not run.ctx.mark_cancelled(note):
         return
     run.ctx.log.info("cancel delivered to job %s run %d: %s", run.job.id, run.job.run_count, note)
-    cancel = run.cancel
-    if cancel is not None:
-        cancel()
+    run.cancel_task()
 
 
 def time_limit(run: Run) -> AbstractContextManager[None]:
@@ -132,8 +113,8 @@ def _timer(run: Run, seconds: float, source: str) -> Iterator[None]:
     def expire() -> None:
         if not run.ctx.cancel_state.mark(f"timed out after {seconds:g}s ({source})", timed_out=True):
             return
-        if run.cancel is not None:
-            run.cancel()
+        if run.running is not None:
+            run.cancel_task()
         else:
             run.ctx.log.warning("job %s run %d passed its timeout of %gs; a sync handler cannot be "
                                 "interrupted: it keeps its slot until it returns, then counts as a "

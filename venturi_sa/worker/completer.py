@@ -1,17 +1,21 @@
 """Persisting outcomes: each run's fenced row write, journal row and handler work commit together.
 
-Every write is retried on transient database errors (a dropped connection,
-a lock or deadlock, a restart) with a capped backoff for as long as the
-run's lease lasts; a run whose lease is known lost is not retried, since its
-fence can no longer hold.
+Every write is retried on any database error (a dropped connection, a lock
+or deadlock, a restart, but also a privilege revoked for a moment or a
+read-only transaction right after a failover) with a capped backoff for as
+long as the run's lease lasts: the handler succeeded or failed already, and
+that must not change because a write failed.  Only a fenced-out write is
+final (the lease was lost: the claim is someone else's); a run whose lease
+is known lost is not retried.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -21,10 +25,11 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
+from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.engines import Connections
-from venturi_sa.worker.executor import close_quietly, exception_note, failure
-from venturi_sa.worker.joblog import logger as job_logger
+from venturi_sa.worker.executor import absorb, close_quietly, exception_note
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
+from venturi_sa.worker.recording import log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
 
@@ -33,70 +38,107 @@ T = TypeVar("T")
 FIRST_DELAY, MAX_DELAY = 0.05, 2.0
 
 
-def retrying(write: Callable[[], T], *, until: float, what: str, abort: threading.Event | None = None,
-             gave_up: Callable[[], bool] = lambda: False,
-             retryable: Callable[[SQLAlchemyError], bool] = is_transient) -> T:
-    """``write()``, retried on ``retryable`` errors with a capped backoff until monotonic time ``until``.
-
-    Raises the last error once it is not retryable, the time is up,
-    ``abort`` is set or ``gave_up()`` says the write is pointless.
-    """
-    delay = FIRST_DELAY
-    while True:
-        try:
-            return write()
-        except SQLAlchemyError as exc:
-            if not retryable(exc) or time.monotonic() + delay > until or gave_up() or (
-                    abort is not None and abort.is_set()):
-                raise
-            logger.warning("%s failed (%s); retrying in %.2fs", what, exception_note(exc).splitlines()[0], delay)
-            if abort is not None:
-                abort.wait(delay)
-            else:
-                time.sleep(delay)
-            delay = min(delay * 2, MAX_DELAY)
-
-
-def log_recorded(run: Run, params: FinishParams) -> None:
-    if not job_logger.isEnabledFor(logging.INFO):  # the usual case: no message, no per-job logger made
-        return
-    run.ctx.log.info("job %s", params.outcome.value if params.note is None
-                     else f"{params.outcome.value}: {params.note.splitlines()[0] if params.note else ''}")
-
-
-def log_lost(run: Run, params: FinishParams) -> None:
-    """Warn that the fenced write found the claim gone; info only if the lease renewal warned already."""
-    level = logging.INFO if run.ctx.lease_lost else logging.WARNING
-    run.ctx.log.log(level, "lease lost: job %s run %d is no longer claimed by %s; its outcome (%s) and "
-                    "session work were rolled back", run.job.id, run.job.run_count,
-                    run.job.claimed_by, params.outcome.value)
-
-
 def _savepoint_can_retry(exc: SQLAlchemyError) -> bool:
     """A statement inside the handler's transaction can be retried only while its connection lives."""
-    return is_transient(exc) and not (isinstance(exc, DBAPIError) and exc.connection_invalidated)
+    return not (isinstance(exc, DBAPIError) and exc.connection_invalidated)
+
+
+class Persist(enum.Enum):
+    """What :meth:`Completer.persist` did with a run's outcome."""
+
+    RECORDED = "recorded"  # written and committed (reported)
+    LOST = "lost"  # fenced out: the lease was lost, nothing committed (reported)
+    HANDED_ON = "handed on"  # queued for the batch writer, which reports it
+    RERUN = "rerun"  # the handler's session work was lost to a transient fault: run the handler again
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The outcome could not be recorded as decided; ``note`` says why (nothing was committed).
+
+    ``keep_failure``: a handler that raised keeps its classified failure.
+    """
+
+    note: str
+    keep_failure: bool = False
 
 
 class Completer:
-    """Owns the outcome writes a worker makes outside the batcher.
+    """Owns every outcome write of a worker: the batch writer, and the handler's own session.
 
-    A run whose handler used ``ctx.session`` (or ``ctx.session_async``) is
-    persisted in that session's transaction, so the handler's writes commit
-    with the outcome or not at all; an ``AsyncSession`` is driven on the
-    worker's loop, through the async driver, while the calling thread waits
-    (and does any retry backoff, so the loop never sleeps).  A run whose
-    fence no longer matches (its lease was lost) commits nothing and logs a
-    warning.
+    A run whose handler used ``ctx.session`` (or ``ctx.session_async``), or
+    whose task has an outcome hook for its outcome, is persisted in that
+    session's transaction, so the handler's writes and the hook's commit with
+    the outcome or not at all; an ``AsyncSession`` is driven on the worker's
+    loop, through the async driver, while the calling thread waits (and does
+    any retry backoff, so the loop never sleeps).  Any other run goes to the
+    :class:`~venturi_sa.worker.batcher.Batcher`.  A run whose fence no longer
+    matches (its lease was lost) commits nothing and logs a warning.
+    ``done([(run, recorded), ...])`` hears about every run once its outcome
+    is persisted or given up on.
     """
 
     def __init__(self, backend: Backend, conns: Connections, retry_for: Callable[[Sequence[Run]], float],
-                 abort: threading.Event) -> None:
+                 abort: threading.Event, done: Callable[[list[tuple[Run, bool]]], None], *,
+                 batch: bool = True, max_backlog: int = 100) -> None:
         self.backend = backend
         self.conns = conns
         self.retry_for = retry_for
         self.abort = abort
+        self.done = done
+        self.batch = batch
+        self.max_backlog = max_backlog
+        self.batcher: Batcher | None = None
 
-    # -- one run in its own transaction ------------------------------------------------
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the batch writer (if outcomes are batched)."""
+        if self.batch:
+            self.batcher = Batcher(self.backend, self.conns, self.done, self.retry_for, self.abort,
+                                   max_backlog=self.max_backlog)
+            self.batcher.start()
+
+    def close(self, timeout: float) -> None:
+        """Flush every outcome handed to the batch writer, then stop it; waits up to ``timeout``."""
+        if self.batcher is not None:
+            self.batcher.close(timeout)
+
+    def report(self, run: Run, recorded: bool) -> None:
+        """Tell ``done`` that ``run``'s outcome was persisted (``recorded``) or given up on."""
+        self.done([(run, recorded)])
+
+    # -- persisting a run's decided outcome ------------------------------------------------
+    def persist(self, run: Run, may_rerun: bool = False) -> Persist | Refused:
+        """Persist ``run.params`` in the batch or in the handler's session (see the class).
+
+        In the handler's session: if the handler raised, its work is rolled
+        back first; a failing outcome statement is retried inside a
+        savepoint, keeping the handler's work.  If the handler's work cannot
+        be flushed or committed it is rolled back; then, when the error was
+        transient (the connection died) and ``may_rerun``, ``RERUN`` asks the
+        caller to run the handler again under the same claim, so a succeeded
+        job is not counted as failed.  Otherwise :class:`Refused` says why.
+        """
+        assert run.params is not None
+        if self.batcher is not None and not run.ctx.session_used and not has_hook(run):
+            self.batcher.submit(run)  # blocks while the backlog is full: the run keeps its slot
+            return Persist.HANDED_ON
+        if has_hook(run) and not run.ctx.session_used:
+            run.ctx.session  # noqa: B018 - the outcome hook's session: opened here, the outcome written in it
+        session = run.ctx.take_session()
+        if session is None:
+            ok = self.write(run, run.params)
+        else:
+            try:
+                outcome = self._in_session(session, run, run.params, may_rerun)
+            finally:
+                close_quietly(session)
+            if not isinstance(outcome, bool):
+                return outcome
+            ok = outcome
+        self.report(run, ok)
+        return Persist.RECORDED if ok else Persist.LOST
+
     def write(self, run: Run, params: FinishParams) -> bool:
         """Write ``params`` in a transaction of its own, retried; True if recorded."""
         def once() -> bool:
@@ -118,34 +160,12 @@ class Completer:
         return self.write(run, FinishParams(fence=run.fence, outcome=Outcome.RELEASED, note=note))
 
     # -- a run whose handler used ctx.session ---------------------------------------------
-    def persist_in_session(self, run: Run, may_rerun: bool = False) -> bool | None:
-        """Write ``run.params`` in the handler's session and commit both; True if recorded.
-
-        If the handler raised, its session work is rolled back first.  A
-        transient error at the outcome statement is retried inside a
-        savepoint, keeping the handler's work.  If the handler's work cannot
-        be flushed or committed, it is rolled back; then, when the error was
-        transient (the connection died) and ``may_rerun``, None is returned:
-        the caller runs the handler again under the same claim, so a
-        succeeded job is not counted as failed.  Otherwise a retryable
-        failure is recorded instead.
-        """
-        assert run.params is not None
-        if has_hook(run) and not run.ctx.session_used:
-            run.ctx.session  # noqa: B018 - the outcome hook's session: opened here, the outcome written in it
-        session = run.ctx.take_session()
-        if session is None:
-            return self.write(run, run.params)
-        try:
-            return self._in_session(session, run, run.params, may_rerun)
-        finally:
-            close_quietly(session)
-
-    def _in_session(self, session: RunSession, run: Run, params: FinishParams, may_rerun: bool) -> bool | None:
+    def _in_session(self, session: RunSession, run: Run, params: FinishParams,
+                    may_rerun: bool) -> bool | Persist | Refused:
         try:
             session.call(lambda s: _flushed(s, rollback_first=run.failed))
         except SQLAlchemyError as exc:
-            return self._session_failed(session, run, params, exc, "flush", may_rerun)
+            return self._session_failed(session, run, exc, "flush", may_rerun)
         try:
             ok = retrying(lambda: session.call(lambda s: self._fenced_in_savepoint(s, params)),
                           until=self.retry_for([run]), what=f"recording job {run.job.id}", abort=self.abort,
@@ -156,10 +176,11 @@ class Completer:
                 return False
             hook = hook_call(run, params)
             if hook is not None and not self._hooked(session, run, hook):
-                return self._hook_failed(session, run)
+                close_quietly(session)  # the outcome and the handler's work roll back; no hook runs again
+                return Refused(f"{run.hook_error}; the outcome and its session work were rolled back")
             session.call(Session.commit)
         except SQLAlchemyError as exc:
-            return self._session_failed(session, run, params, exc, "commit", may_rerun)
+            return self._session_failed(session, run, exc, "commit", may_rerun)
         log_recorded(run, params)
         return True
 
@@ -170,17 +191,12 @@ class Completer:
             return True
         except SQLAlchemyError:
             raise  # a database fault: the commit path's handling (retry, rerun, record a failure)
-        except Exception as exc:  # noqa: BLE001 - user code
+        except BaseException as exc:  # noqa: BLE001 - user code
+            absorb(exc)
             run.ctx.log.warning("%s.%s raised %s", type(run.task).__name__, hook_name(run),
                                 exception_note(exc), exc_info=True)
             run.hook_error = f"{type(run.task).__name__}.{hook_name(run)} raised {exception_note(exc)}"
             return False
-
-    def _hook_failed(self, session: RunSession, run: Run) -> bool:
-        """Roll the outcome and the handler's work back; record a retryable failure (no hook again)."""
-        close_quietly(session)
-        return self.write(run, failure(run, f"{run.hook_error}; the outcome and its session work "
-                                            "were rolled back"))
 
     def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> bool:
         """The fenced outcome statement inside a Core savepoint of the session's connection.
@@ -199,9 +215,9 @@ class Completer:
         savepoint.commit()
         return ok
 
-    def _session_failed(self, session: RunSession, run: Run, params: FinishParams, exc: SQLAlchemyError,
-                        step: str, may_rerun: bool) -> bool | None:
-        """The handler's session could not be committed: roll it back, then rerun or record a failure.
+    def _session_failed(self, session: RunSession, run: Run, exc: SQLAlchemyError, step: str,
+                        may_rerun: bool) -> Persist | Refused:
+        """The handler's session could not be committed: roll it back, then rerun or refuse the outcome.
 
         If the commit did reach the database before the error, the job is no
         longer claimed, so a fenced write (or the rerun's) finds nothing to change.
@@ -211,14 +227,11 @@ class Completer:
             run.ctx.log.warning("could not %s the job's session work (%s); it was rolled back and the "
                                 "handler runs again under the same claim", step,
                                 exception_note(exc).splitlines()[0])
-            return None
-        if params.outcome in (Outcome.RETRIED, Outcome.DEAD) and run.failed:
-            retry_params = params  # the handler raised: record that failure as it was classified
-        else:
+            return Persist.RERUN
+        if not run.failed:
             run.ctx.log.warning("could not %s the job's session work: %s", step, exception_note(exc))
-            retry_params = failure(run, f"could not {step} the handler's session work (rolled back): "
-                                        f"{exception_note(exc)}")
-        return self.write(run, retry_params)
+        return Refused(f"could not {step} the handler's session work (rolled back): {exception_note(exc)}",
+                       keep_failure=run.failed)
 
 
 def _flushed(session: Session, rollback_first: bool) -> None:

@@ -1,20 +1,20 @@
-"""Running one claimed job, as a pipeline of small steps, inside one catch-all.
+"""The steps of a run that decide its outcome: prepare, execute, classify, control.
 
-decode payload -> resolve task -> build context -> run -> classify outcome.
-Every step that runs user code (schema hooks, the handler, ``backoff()``,
-the carry schema) is inside the pipeline's catch-all, and the outcome is
-always a validated :class:`~venturi_sa.storage.params.FinishParams`: no
-exception escapes :func:`process`, whatever the handler or its schemas do.
-An ``async def`` handler is the same pipeline: its coroutine is awaited on
-the worker's loop (:mod:`~venturi_sa.worker.loop`) while the executor thread
-waits, so it holds its slot and counts against its kind's cap.
+:mod:`~venturi_sa.worker.pipeline` calls them in that order inside one
+catch-all.  Every step that runs user code (schema hooks, the handler,
+``backoff()``, the carry schema) turns whatever it raises (``SystemExit``
+too; only ``KeyboardInterrupt`` passes, see :func:`absorb`) into a
+validated :class:`~venturi_sa.storage.params.FinishParams`.  An ``async
+def`` handler runs as a task on the worker's loop (:mod:`~venturi_sa.worker.loop`)
+while the executor thread waits for that task, so it holds its slot and
+counts against its kind's cap until its coroutine has ended.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
-import time
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,9 +25,8 @@ from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
-from venturi_sa.worker.cancel import apply_cancel, time_limit
 from venturi_sa.worker.hooks import NOTHING
-from venturi_sa.worker.joblog import current_job, running
+from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
@@ -36,11 +35,23 @@ from venturi_sa.worker.tracebacks import error_attachment
 logger = logging.getLogger("venturi_sa.worker")
 
 
+def absorb(exc: BaseException) -> None:
+    """Let a ``KeyboardInterrupt`` through; any other exception from user code becomes the run's failure.
+
+    ``SystemExit`` (a schema hook calling ``sys.exit``) and the rest of
+    ``BaseException`` are recorded like any error, so the run still ends in
+    an outcome instead of waiting for its lease to expire.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+
+
 def note_text(text: object) -> str:
     """Any object as a storable note: a string, NUL-free, at most ``NOTE_LIMIT`` characters."""
     try:
         note = text if isinstance(text, str) else str(text)
-    except Exception:  # noqa: BLE001 - a broken __str__ must not stop the run from ending
+    except BaseException as exc:  # noqa: BLE001 - a broken __str__ must not stop the run from ending
+        absorb(exc)
         note = f"<unprintable {type(text).__name__}>"
     note = note.replace("\x00", "\\x00")
     return note if len(note) <= NOTE_LIMIT else note[: NOTE_LIMIT - 3] + "..."
@@ -58,7 +69,8 @@ def _finish(run: Run, outcome: Outcome, note: str | None, **extra: Any) -> Finis
 def _safe_attachment(run: Run) -> Any:
     try:
         return payloads.ensure_json(run.ctx.attachment, "attachment")
-    except Exception:  # noqa: BLE001 - an invalid attachment is dropped from a failure record
+    except BaseException as exc:  # noqa: BLE001 - an invalid attachment is dropped from a failure record
+        absorb(exc)
         return None
 
 
@@ -72,7 +84,8 @@ def _backoff(run: Run, failures: int) -> tuple[timedelta, str]:
         if isinstance(wait, timedelta) and wait >= timedelta(0):
             return wait, ""
         problem = f"{task_type.__name__}.backoff() returned {wait!r}, not a non-negative timedelta"
-    except Exception as exc:  # noqa: BLE001 - user code
+    except BaseException as exc:  # noqa: BLE001 - user code
+        absorb(exc)
         problem = f"{task_type.__name__}.backoff() raised {exception_note(exc)}"
     run.ctx.log.warning("%s; using the default backoff", problem)
     return Task.backoff(failures), f" ({problem}; used the default backoff)"
@@ -111,7 +124,8 @@ def prepare(run: Run, registry: Registry) -> FinishParams | None:
         schema = run.task_type.carry_schema
         run.ctx.carry = payloads.load(schema, job.carry, "stored carry") if (
             schema is not None and job.carry is not None) else job.carry
-    except Exception as exc:  # noqa: BLE001 - schema hooks are user code
+    except BaseException as exc:  # noqa: BLE001 - schema hooks are user code
+        absorb(exc)
         return FinishParams(fence=run.fence, outcome=Outcome.DEAD, note=note_text(
             f"stored payload or carry cannot be decoded, retrying cannot help: {exception_note(exc)}"))
     return None
@@ -123,18 +137,21 @@ async def _in_run(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await an async handler's coroutine on the worker's loop; this thread waits for it.
+    """Run an async handler's coroutine as a task on the worker's loop; this thread waits for the task.
 
-    ``run.cancel`` cancels it meanwhile (a stop past the grace period).
+    ``run.cancel_task()`` cancels it meanwhile (a cancel, a time limit, a
+    stop past the grace period); this returns (or raises) only once the task
+    has ended, its ``except CancelledError``/``finally`` code included, so
+    the run keeps its slot and its session until then.
     """
-    future = worker_loop().submit(_in_run(run, coro))
-    run.cancel = future.cancel
-    if run.released or run.ctx.cancelled:  # released or cancelled before ``run.cancel`` was there
-        future.cancel()
+    running = worker_loop().start(_in_run(run, coro))
+    run.running = running
+    if run.released or run.ctx.cancelled:  # released or cancelled before ``run.running`` was there
+        running.cancel()
     try:
-        return future.result()
+        return running.result()
     finally:
-        run.cancel = None
+        run.running = None
 
 
 def execute(run: Run) -> Any:
@@ -147,6 +164,7 @@ def execute(run: Run) -> Any:
             result = await_on_loop(run, result)
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
+        absorb(exc)
         run.failed = True
         note = exception_note(exc)
         run.ctx.log.warning("job raised %s", note, exc_info=exc)  # once, with the whole traceback
@@ -170,24 +188,44 @@ def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
     return _finish(run, Outcome.PAUSED, note, visible_at=until, delay=result.delay, **carry)
 
 
+def stored_result(value: Any) -> tuple[Any, str | None]:
+    """A handler's return value as the JSON the job keeps, and None; or None and why it cannot be kept.
+
+    Any value ``json.dumps`` accepts is a result, as ``json.dumps`` writes it
+    (a tuple becomes an array, an integer key a string).
+    """
+    try:
+        return payloads.ensure_json(value, "the handler's return value (the job's result)"), None
+    except InvalidPayload as exc:
+        problem = str(exc)
+    try:
+        return payloads.ensure_json(json.loads(json.dumps(value, allow_nan=False)), "result"), None
+    except (TypeError, ValueError, RecursionError, InvalidPayload):
+        return None, problem
+
+
 def _result(run: Run, value: Any) -> FinishParams:
     """A returned JSON value: ``Complete`` with the value as the run's attachment (the job's result).
 
     The return value wins over an earlier ``ctx.set_attachment(...)``.  A
-    value JSON cannot store is a retryable failure saying so.
+    value that cannot be stored still completes the job (the handler
+    succeeded; a retry would repeat its effects): without a result, with a
+    WARNING and a journal note saying why.
     """
-    try:
-        result = payloads.ensure_json(value, "the handler's return value (the job's result)")
-    except InvalidPayload as exc:
-        return failure(run, f"{exc}; return a JSON value (dict, list, str, int, float, bool) or an outcome")
-    if run.ctx.attachment is not None:
+    result, problem = stored_result(value)
+    note = None
+    if problem is not None:
+        note = note_text(f"completed; its return value was not stored: {problem}")
+        run.ctx.log.warning("job %s %s", run.job.id, note)
+    elif run.ctx.attachment is not None:
         run.ctx.log.debug("the returned result replaces the attachment set with ctx.set_attachment()")
-    run.ctx.attachment = result
+    run.ctx.attachment = result if problem is None else _safe_attachment(run)
     try:
         carry = _carry(run)
-    except Exception as exc:  # noqa: BLE001 - the carry schema is user code
+    except BaseException as exc:  # noqa: BLE001 - the carry schema is user code
+        absorb(exc)
         return failure(run, f"cannot store carry: {exception_note(exc)}")
-    return _finish(run, Outcome.COMPLETED, None, **carry)
+    return _finish(run, Outcome.COMPLETED, note, **carry)
 
 
 def _outcome(run: Run, result: Any) -> FinishParams:
@@ -197,7 +235,8 @@ def _outcome(run: Run, result: Any) -> FinishParams:
         return _result(run, result)
     try:
         carry = _carry(run)
-    except Exception as exc:  # noqa: BLE001 - the carry schema is user code
+    except BaseException as exc:  # noqa: BLE001 - the carry schema is user code
+        absorb(exc)
         return failure(run, f"cannot store carry: {exception_note(exc)}")
     note = note_text(result.note) if isinstance(result.note, str) else result.note
     if isinstance(result, Complete):
@@ -215,11 +254,11 @@ def _outcome(run: Run, result: Any) -> FinishParams:
 def classify(run: Run, result: Any) -> FinishParams:
     """Turn the handler's return value (or exception) into the validated row write to persist.
 
-    Any other returned value is the job's result: if JSON can store it, the
-    run is ``Complete`` with the value as its attachment.  An outcome whose
-    values cannot be stored (a non-JSON result, carry or attachment, a note
-    too long or with a NUL) becomes a retryable failure whose note says what
-    was wrong.
+    Any other returned value is the job's result: the run is ``Complete``
+    with the value as its attachment (see :func:`_result`; a value that
+    cannot be stored completes without it).  An outcome whose values cannot
+    be stored (a non-JSON carry or attachment, a note too long or with a
+    NUL) becomes a retryable failure whose note says what was wrong.
     """
     if isinstance(result, BaseException):
         return failure(run, exception_note(result))
@@ -230,38 +269,22 @@ def classify(run: Run, result: Any) -> FinishParams:
         return failure(run, f"invalid outcome {type(result).__name__}: {exc}")
 
 
-NOT_RUN = object()
-"""What :func:`process` returns for a run that ended before its handler was called (poison input)."""
+def control(run: Run) -> FinishParams | None:
+    """Step 4 of the pipeline: the outcome a cancel or a time limit that reached the run forces, else None.
 
-
-def process(run: Run, registry: Registry) -> Any:
-    """The whole pipeline for one run; always sets ``run.params`` and ``run.duration``.
-
-    Returns what the handler returned or raised (``NOT_RUN`` if it was not
-    called), for callers that want it, such as the testing helpers.
+    An operator's cancel ends it ``dead`` with the cancel note (no failure
+    counted); a time limit makes it a retryable failure.  Either way its
+    ``ctx.session`` work is rolled back with the outcome write.
     """
-    started = time.monotonic()
-    result: Any = NOT_RUN
-    try:
-        token = current_job.set(run.job)  # as joblog.running(), without a generator per run
-        try:
-            params = prepare(run, registry)
-            if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
-                with time_limit(run):
-                    result = execute(run)
-                params = classify(run, result)
-            run.params = params
-            apply_cancel(run, failure, note_text)  # a cancel or time limit meanwhile decides the outcome
-        finally:
-            current_job.reset(token)
-    except Exception as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
-        logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
-        run.failed = True
-        run.params = failure(run, f"venturi could not finish the run: {exception_note(exc)}")
-        result = exc
-    finally:
-        run.duration = time.monotonic() - started
-    return result
+    state = run.ctx.cancel_state
+    if not state.is_set:
+        return None
+    run.failed = True  # the handler's ctx.session work is rolled back with the outcome write
+    note = note_text(state.note or "cancelled")
+    run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
+    if state.timed_out:
+        return failure(run, note)
+    return FinishParams(fence=run.fence, outcome=Outcome.DEAD, note=note)
 
 
 def close_quietly(session: RunSession | None) -> None:

@@ -1,9 +1,12 @@
 """The runs a worker holds, keyed by fence: slots, per-kind caps and the leases to renew.
 
-A run holds a *slot* from its claim until its handler returned and its
-outcome was handed on (to the batcher, whose backlog is bounded, or written
-in the handler's session); it stays *in flight* until its outcome is
-persisted or given up, and its lease is renewed all that time.
+A run holds a *slot* from its claim until its handler has truly ended (an
+``async def`` handler's task included) and its outcome was handed on (to
+the batcher, whose backlog is bounded, or written in the handler's
+session): :meth:`InFlight.free_slot` gives it back, called by the run
+pipeline once per run (and at shutdown for a run whose handler never
+started).  A run stays *in flight* until its outcome is persisted or given
+up, and its lease is renewed all that time.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class InFlight:
             for run in runs:
                 self._runs[run.fence] = run
                 self._slots[run.job.kind] += 1
+                run.holds_slot = True
             self._busy += len(runs)
 
     # -- the executor's view -----------------------------------------------------------
@@ -69,8 +73,11 @@ class InFlight:
             run.state = RunState.RUNNING
             return True
 
-    def handler_done(self, run: Run) -> None:
-        """The run's outcome is handed on: its slot is free for another claim."""
+    def free_slot(self, run: Run) -> None:
+        """The run's handler has ended and its outcome is handed on: its slot is free for another claim.
+
+        Idempotent: only the first call for a run frees anything.
+        """
         with self._lock:
             free = self._give_back(run)
         if free is not None:
@@ -89,7 +96,6 @@ class InFlight:
 
         Returns how many runs are still in flight and how many of ``runs`` left now.
         """
-        freed: list[tuple[int, str]] = []
         gone = 0
         with self._lock:
             for run in runs:
@@ -97,22 +103,19 @@ class InFlight:
                     continue
                 del self._runs[run.fence]
                 gone += 1
-                free = self._give_back(run)
-                if free is not None:
-                    freed.append((free, run.job.kind))
+                if run.state is not RunState.RELEASED:
+                    run.state = RunState.FINISHED
             self.processed += gone
             left = len(self._runs)
             if not left:
                 self._empty.notify_all()
-        for free, kind in freed:
-            self._on_slot_free(free, kind)
         return left, gone
 
     def _give_back(self, run: Run) -> int | None:
-        """Free the run's slot if it holds one (QUEUED/RUNNING -> FINISHED); the free count, or None."""
-        if run.state not in (RunState.QUEUED, RunState.RUNNING):
+        """Free the run's slot if it still holds one; the free count afterwards, or None."""
+        if not run.holds_slot:
             return None
-        run.state = RunState.FINISHED
+        run.holds_slot = False
         self._slots[run.job.kind] -= 1
         self._busy -= 1
         return self.concurrency - self._busy
@@ -139,15 +142,23 @@ class InFlight:
             return [self._runs[f] for f in fences if f in self._runs]
 
     def release_unfinished(self) -> list[Run]:
-        """Mark every queued or running run RELEASED (slots freed); returns them."""
+        """Mark every queued or running run RELEASED and out of flight; returns them.
+
+        A queued run (its handler never starts) gives its slot back now; a
+        running one keeps it until its handler ends (:meth:`free_slot`).
+        """
+        freed: list[tuple[int, str]] = []
         with self._lock:
             runs = [r for r in self._runs.values() if r.state in (RunState.QUEUED, RunState.RUNNING)]
             for run in runs:
-                self._give_back(run)
+                if run.state is RunState.QUEUED and (free := self._give_back(run)) is not None:
+                    freed.append((free, run.job.kind))
                 run.state = RunState.RELEASED
                 del self._runs[run.fence]
             if not self._runs:
                 self._empty.notify_all()
+        for free, kind in freed:
+            self._on_slot_free(free, kind)
         return runs
 
     def wait_empty(self, timeout: float) -> bool:

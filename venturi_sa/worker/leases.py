@@ -33,7 +33,7 @@ class LeaseKeeper(threading.Thread):
     def __init__(self, backend: Backend, conns: Connections, worker_id: str,
                  held: Callable[[], dict[timedelta, list[Fence]]], lost: Callable[[frozenset[Fence]], None],
                  recover: RecoverParams, renew_every: float, recover_every: float,
-                 stopping: threading.Event, wake: threading.Event,
+                 stopping: threading.Event, wake: threading.Event, healthy: threading.Event | None = None,
                  cancelled: Callable[[Mapping[Fence, str]], None] | None = None) -> None:
         super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
         self.backend = backend
@@ -49,7 +49,7 @@ class LeaseKeeper(threading.Thread):
         self.cancelled = cancelled
         self.nudge = threading.Event()
         """Set (by the listener, on a cancel ``NOTIFY``) to renew now instead of at the next interval."""
-        self.healthy = threading.Event()
+        self.healthy = healthy if healthy is not None else threading.Event()
         self.healthy.set()
         self._recover_failing = False
 

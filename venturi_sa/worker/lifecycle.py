@@ -3,8 +3,9 @@
 Start refuses an unmigrated queue (``SchemaNotMigrated``) before any thread
 exists.  Stop: no new claims; running jobs get the grace period; then every
 run still queued or running is released (``released``, no failure counted;
-a queued run's handler never starts), every outcome already handed to the
-batcher is flushed, and the threads are joined.
+a queued run's handler never starts; a running ``async def`` handler is
+cancelled and waited for before its release is written), every outcome
+already handed to the batcher is flushed, and the threads are joined.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from sqlalchemy.exc import SQLAlchemyError
 import alembic_venturi
 from venturi_sa.binds import is_async_engine
 from venturi_sa.storage.faults import is_transient
-from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.executors import Executors
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import Listener, LoopListener, WorkerListener
-from venturi_sa.worker.pool import Executors
 from venturi_sa.worker.run import Run
 
 if TYPE_CHECKING:
@@ -83,22 +83,24 @@ class Threads:
 
     executors: Executors
     keeper: LeaseKeeper
-    batcher: Batcher | None = None
+    completer: Completer
     listener: WorkerListener | None = None
     firer: threading.Thread | None = None  # venturi_sa.periodic.Firer: reconciles, then fires schedules
+    owed: threading.Thread | None = None  # venturi_sa.worker.owed.OwedCaller: makes owed on_dead calls
 
     def start(self) -> None:
         self.executors.start()
-        if self.batcher is not None:
-            self.batcher.start()
+        self.completer.start()
         self.keeper.start()
         if self.listener is not None:
             self.listener.start()
         if self.firer is not None:
             self.firer.start()
+        if self.owed is not None:
+            self.owed.start()
 
 
-def shutdown(threads: Threads, inflight: InFlight, completer: Completer, *, worker_id: str, grace: float,
+def shutdown(threads: Threads, inflight: InFlight, *, worker_id: str, grace: float,
              flush_timeout: float, abort: threading.Event, halt: threading.Event, wake: threading.Event,
              released: Callable[[Run, bool], None]) -> None:
     """Drain within ``grace`` (none if ``abort``), release the rest, flush outcomes, join threads.
@@ -109,20 +111,37 @@ def shutdown(threads: Threads, inflight: InFlight, completer: Completer, *, work
     while len(inflight) and time.monotonic() < deadline and not abort.is_set():
         inflight.wait_empty(min(0.1, max(0.0, deadline - time.monotonic())))
     leftover = inflight.release_unfinished()
+    _end_async_handlers(leftover, JOIN_TIMEOUT)
     for run in leftover:
-        recorded = completer.release(run, f"released by {worker_id} at shutdown")
+        recorded = threads.completer.release(run, f"released by {worker_id} at shutdown")
         if recorded:
             logger.warning("released job %s (%s) run %d, still queued or running at shutdown",
                            run.job.id, run.job.kind, run.job.run_count)
         released(run, recorded)
     threads.executors.close(timeout=0.0 if leftover else JOIN_TIMEOUT)
-    if threads.batcher is not None:
-        threads.batcher.close(timeout=flush_timeout)
+    threads.completer.close(timeout=flush_timeout)
     halt.set()
     wake.set()
-    for thread in (threads.keeper, threads.listener, threads.firer):
+    for thread in (threads.keeper, threads.listener, threads.firer, threads.owed):
         if thread is not None and thread.is_alive():
             thread.join(timeout=JOIN_TIMEOUT)
+
+
+def _end_async_handlers(runs: list[Run], timeout: float) -> None:
+    """Cancel the ``async def`` handlers among ``runs`` and wait up to ``timeout`` for their tasks to end.
+
+    Their release is written after that, so a handler's ``except
+    CancelledError``/``finally`` code never runs beside the next claim of its
+    job.  A sync handler cannot be interrupted: its release is written while
+    it still runs, and what it returns is discarded.
+    """
+    tasks = [run.running for run in runs if run.running is not None]
+    for task in tasks:
+        task.cancel()
+    deadline = time.monotonic() + timeout
+    for task in tasks:
+        if not task.wait(max(0.0, deadline - time.monotonic())):
+            logger.error("an async handler did not end within %gs of its cancel at shutdown", timeout)
 
 
 def install_signals(stop: Callable[[bool], None], stopping: threading.Event) -> Callable[[], None]:

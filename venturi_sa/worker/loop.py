@@ -21,6 +21,70 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class LoopTask:
+    """A coroutine running as an ``asyncio.Task`` on the worker loop, held by the thread that waits for it.
+
+    :meth:`cancel` (from any thread) cancels the task on the loop;
+    :meth:`result` returns only once the task has ended, whatever its
+    coroutine does after the cancel.  (Cancelling the future of
+    ``run_coroutine_threadsafe`` instead reports done at once, while the
+    coroutine's cleanup is still running.)
+    """
+
+    __slots__ = ("_loop", "_task", "_cancelled", "_done", "_value", "_error")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> None:
+        self._loop = loop
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        loop.call_soon_threadsafe(self._spawn, coro)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._task = task = self._loop.create_task(coro)
+        task.add_done_callback(self._ended)
+        if self._cancelled:
+            task.cancel()
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self._error = asyncio.CancelledError()
+        else:
+            self._error = task.exception()
+            if self._error is None:
+                self._value = task.result()
+        self._done.set()
+
+    def _cancel_on_loop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def cancel(self) -> bool:
+        """Ask the loop to cancel the task (at its next ``await``); True unless it has ended already."""
+        if self._done.is_set():
+            return False
+        self._cancelled = True
+        self._loop.call_soon_threadsafe(self._cancel_on_loop)
+        return True
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block up to ``timeout`` seconds for the task to end; True if it has."""
+        return self._done.wait(timeout)
+
+    def result(self) -> Any:
+        """Wait for the task to end; return its value or raise its exception (``CancelledError`` if cancelled)."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class WorkerLoop:
     """An asyncio loop running forever in a daemon thread."""
 
@@ -32,6 +96,10 @@ class WorkerLoop:
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> LoopTask:
+        """Run ``coro`` as a task on the loop; the returned handle cancels it and waits for its end."""
+        return LoopTask(self.loop, coro)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coro`` on the loop; cancelling the future cancels its task."""

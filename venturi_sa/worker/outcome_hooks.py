@@ -8,8 +8,10 @@ exactly once, together with the job's final state; if the fence fails (the
 lease was lost) the hook is not called and nothing commits.  A hook that
 raises rolls the whole transaction back (the handler's session work too)
 and the run is recorded as a retryable failure saying so, without calling
-a hook again.  Not called: for a job whose stored payload cannot be decoded,
-for a stale recovery (the worker that ran it is gone) and for operator actions.
+a hook again.  Not called here for a job whose stored payload cannot be
+decoded.  Every transition to ``dead`` that is not a worker's own run (a
+stale recovery, an undelivered cancel, an operator action) gets its
+``on_dead`` through :mod:`venturi_sa.dead_calls`.
 """
 
 from __future__ import annotations

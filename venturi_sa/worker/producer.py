@@ -6,7 +6,8 @@ take (more work is waiting), a freed slot is refilled within
 ``fetch_cooldown`` seconds, at once if enough slots are free for a
 worthwhile batch.  When a claim came back short (nothing more is eligible),
 the producer sleeps until the earliest of a ``NOTIFY``, the soonest future
-``visible_at`` among its kinds, and the poll interval (SPEC §5).
+``visible_at`` among its kinds, and the poll interval.  While every kind is
+at its ``Task.concurrency`` cap it claims nothing and waits for a freed slot.
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ class Producer:
         if free <= 0 or not self.healthy.is_set():
             return Round(0, self.hungry)
         params = self.params(free)
-        if not params.kinds:
-            return Round(0, True)  # every kind is at its cap: a freed slot brings more
+        if not params.kinds:  # every kind is at its cap: wait for a freed slot (or the poll interval)
+            self.hungry = True  # so that a freed slot of a capped kind wakes us; then look again
+            if not self.params(free).kinds:
+                self.wake.wait(self.poll_interval)
+            return Round(0, True)
         try:
             jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
 from venturi_sa.task import Task
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
+from venturi_sa.worker.loop import LoopTask
 
 
 class RunState(enum.Enum):
@@ -17,7 +17,7 @@ class RunState(enum.Enum):
 
     QUEUED = "queued"  # claimed, waiting for an executor thread
     RUNNING = "running"  # its handler (or outcome write) is in progress
-    FINISHED = "finished"  # the handler returned; its outcome is being persisted
+    FINISHED = "finished"  # its outcome is persisted (or given up on)
     RELEASED = "released"  # given back at shutdown: nothing of it may be persisted
 
 
@@ -39,7 +39,8 @@ class Run:
     failed: bool = False  # the handler raised: its session work must be rolled back
     duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
     state: RunState = field(default=RunState.QUEUED)
-    cancel: Callable[[], bool] | None = None  # while an async handler runs: cancels its task
+    holds_slot: bool = False  # from its claim until the pipeline frees it (InFlight.free_slot)
+    running: LoopTask | None = None  # while an async handler runs: its task on the worker loop
     hooks: RunHooks = NO_HOOKS  # the worker's around_run (worker/hooks.py)
     hook_error: str | None = None  # what the task's outcome hook raised (worker/outcome_hooks.py)
 
@@ -50,6 +51,12 @@ class Run:
     @property
     def released(self) -> bool:
         return self.state is RunState.RELEASED
+
+    def cancel_task(self) -> None:
+        """Cancel the run's ``async def`` handler, if one is running (its slot stays held until it ends)."""
+        running = self.running
+        if running is not None:
+            running.cancel()
 
     def rerun(self) -> None:
         """Reset what one execution of the handler left, to run it again under the same claim."""

@@ -35,18 +35,19 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, Fence, RecoverParams
 from venturi_sa.worker import lifecycle
-from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.engines import WorkerEngines
+from venturi_sa.worker.executors import Executors
 from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
-from venturi_sa.worker.pool import Executors
+from venturi_sa.worker.owed import OwedCaller, hooked_kinds
+from venturi_sa.worker.pipeline import RunPipeline
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
 
@@ -154,13 +155,16 @@ class Worker:
         self._abort = threading.Event()
         self._halt = threading.Event()
         self._until_idle = False
+        self._healthy = threading.Event()  # cleared by the lease keeper while the database is unreachable
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
-        self.completer = Completer(self.backend, self._conns, self._retry_until, self._abort)
+        self.completer = Completer(self.backend, self._conns, self._retry_until, self._abort, self._finished_many,
+                                   batch=batch_outcomes, max_backlog=self.max_backlog)
+        self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop)
         self.producer = Producer(
             self.backend, self._conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
             batch_size=self.batch_size, poll_interval=poll_interval, fetch_cooldown=fetch_cooldown,
-            healthy=threading.Event(), wake=self._wake, stopping=self._stopping,
+            healthy=self._healthy, wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}))
         self._threads: lifecycle.Threads | None = None
 
@@ -263,18 +267,11 @@ class Worker:
         return self._async_sessions()
 
     def _released(self, run: Run, recorded: bool) -> None:
-        """A run given back at shutdown: an async handler still running is cancelled."""
-        cancel = run.cancel
-        if cancel is not None:
-            cancel()
+        """A run given back at shutdown (its async handler, if any, was cancelled and waited for first)."""
         self._emit_finished(run, Outcome.RELEASED.value, recorded)
 
     def _slot_freed(self, free: int, kind: str) -> None:
         self.producer.slot_freed(free, kind)
-
-    def _finished(self, run: Run, recorded: bool) -> None:
-        """The outcome is persisted (or given up on): the run leaves the worker."""
-        self._finished_many([(run, recorded)])
 
     def _finished_many(self, results: Sequence[tuple[Run, bool]]) -> None:
         """Runs whose outcomes were persisted (or given up on) leave the worker (one lock acquisition)."""
@@ -311,6 +308,15 @@ class Worker:
         return Firer(self.queue, self.engines.get_sync(), self._stopping, poll_interval=self.poll_interval,
                      on_event=self._emit)
 
+    def _owed_caller(self) -> OwedCaller | None:
+        """The thread making owed ``on_dead`` calls, if a kind this worker runs overrides ``on_dead``."""
+        kinds = hooked_kinds(self.queue.registry, self.kinds)
+        if not kinds:
+            return None
+        sessions = self._sessions if isinstance(self.engine, sa.Engine) else self._open_session
+        return OwedCaller(self.models, self.queue.registry, kinds, sessions, every=self.recover_interval,
+                          stopping=self._halt)
+
     def _cancelled(self, cancels: Mapping[Fence, str]) -> None:
         for run in self.inflight.find(frozenset(cancels)):
             deliver_cancel(run, cancels[run.fence])
@@ -322,22 +328,19 @@ class Worker:
         if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping):
             return False
         self.hooks.started(self)
-        batcher = Batcher(self.backend, self._conns, self._finished_many, self._retry_until, self._abort,
-                          max_backlog=self.max_backlog) if self.batch_outcomes else None
+        self._healthy.set()
         keeper = LeaseKeeper(
             self.backend, self._conns, self.worker_id, self.inflight.held, self._lost,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
             renew_every=max(0.2, min(self._leases.values(), default=DEFAULT_LEASE).total_seconds() / 3),
-            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake,
+            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake, healthy=self._healthy,
             cancelled=self._cancelled)
-        self.producer.healthy = keeper.healthy
-        executors = Executors(self.concurrency, self.queue.registry, self.inflight,
-                              self.completer.persist_in_session, batcher.submit if batcher else None,
-                              self._finished)
+        executors = Executors(self.concurrency, self.pipeline.handle)
         listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
                                       listen, nudge=keeper.nudge)  # a cancel NOTIFY makes the keeper renew now
-        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, batcher=batcher, listener=listener,
-                                          firer=self._firer() if fire else None)
+        self._threads = lifecycle.Threads(executors=executors, keeper=keeper, completer=self.completer,
+                                          listener=listener,
+                                          firer=self._firer() if fire else None, owed=self._owed_caller())
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)
@@ -347,7 +350,7 @@ class Worker:
         self._stopping.set()
         assert self._threads is not None
         longest = max(self._leases.values(), default=DEFAULT_LEASE).total_seconds()
-        lifecycle.shutdown(self._threads, self.inflight, self.completer, worker_id=self.worker_id,
+        lifecycle.shutdown(self._threads, self.inflight, worker_id=self.worker_id,
                            grace=self.grace, flush_timeout=longest + lifecycle.JOIN_TIMEOUT,
                            abort=self._abort, halt=self._halt, wake=self._wake,
                            released=self._released)

@@ -1,0 +1,99 @@
+"""``Task.on_dead`` for every transition to ``dead``, exactly once, whoever makes it.
+
+A worker's own run that ends ``dead`` calls the hook in the transaction
+recording it (``venturi_sa/worker/outcome_hooks.py``).  Every other way to
+``dead`` (a lease recovery at the backstop; a cancel still undelivered when
+its run was retried, released or recovered; ``kill``/``cancel`` by an
+operator from Python, the CLI or the dashboard) writes an owed call in the
+transaction that made the job ``dead``.  :func:`make_owed_calls` makes them:
+
+* an operator action whose queue has the task's code calls it at once, in
+  the action's transaction (a savepoint: a hook that raises is rolled back
+  alone, logged at ERROR, and left owed);
+* otherwise the next worker running that kind makes it, within its
+  recovery interval, deleting the owed row in the hook's transaction, so
+  the hook's writes and the row's removal commit together, once.
+
+A hook that raises is retried with a backoff (``attempts``, ``last_error``
+and ``not_before`` on the row).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+from venturi_sa.states import Outcome
+from venturi_sa.storage import on_dead
+from venturi_sa.task import Registry, Task
+
+if TYPE_CHECKING:
+    from venturi_sa.models import Models
+
+logger = logging.getLogger("venturi_sa.worker")
+MAX_RETRY_WAIT = timedelta(hours=1)
+
+
+def overrides_on_dead(task_type: type[Task]) -> bool:
+    return task_type.on_dead is not Task.on_dead
+
+
+def retry_wait(attempts: int) -> timedelta:
+    """How long a failed owed call waits before its next attempt: 1 s, doubling, at most an hour."""
+    return min(timedelta(seconds=2 ** min(attempts, 20)), MAX_RETRY_WAIT)
+
+
+def make_owed_calls(session: Session, models: Models, registry: Registry, *, kinds: list[str] | None = None,
+                    job_ids: list[str] | None = None, limit: int = 50, counted: bool = False) -> int:
+    """Make the due owed ``on_dead`` calls of ``kinds`` (default: the registry's) or of ``job_ids``, in ``session``.
+
+    Each call runs in a savepoint of the session's transaction, and its owed
+    row is deleted there (or deferred, if the hook raised); the caller
+    commits (everything made commits then, or nothing does).  A kind not in
+    ``registry`` is left for a process that has its code.  Returns how many
+    calls were made, or with ``counted`` how many owed rows were handled.
+    """
+    wanted = [k for k in (kinds if kinds is not None else registry.kinds) if k in registry]
+    if not wanted and not job_ids:
+        return 0
+    made = handled = 0
+    rows = on_dead.take(models, session, kinds=wanted, job_ids=job_ids or (), limit=limit)
+    for row in rows:
+        if row.kind not in registry:
+            continue
+        handled += 1
+        if _make(session, models, registry.get(row.kind), row):
+            made += 1
+    return handled if counted else made
+
+
+def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> bool:
+    """One owed call in a Core savepoint (application session events fire only at the real commit)."""
+    if not overrides_on_dead(task_type):
+        on_dead.settle(models, session, row.id)
+        return False
+    from venturi_sa.worker.outcome_hooks import OutcomeContext  # the worker's hook context, loaded on use
+
+    savepoint = session.connection().begin_nested()
+    log = logging.LoggerAdapter(logger, {"job_id": row.job_id, "kind": row.kind, "run_no": row.run_no})
+    try:
+        task = task_type.from_stored(row.payload)
+        ctx = OutcomeContext(job_id=row.job_id, kind=row.kind, run_count=row.run_no,
+                             failure_count=row.failure_count, outcome=Outcome.DEAD, note=row.note, result=None,
+                             carry=row.carry, session=session, log=log)
+        task.on_dead(ctx, row.note)
+        session.flush()
+        on_dead.settle(models, session, row.id)
+    except Exception as exc:  # noqa: BLE001 - user code; the call stays owed
+        savepoint.rollback()
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        wait = retry_wait(row.attempts)
+        logger.error("%s.on_dead for job %s raised %s; retrying in %s", task_type.__name__, row.job_id, error,
+                     wait, exc_info=True)
+        on_dead.defer(models, session, row.id, error, wait)
+        return False
+    savepoint.commit()
+    return True

@@ -1,0 +1,158 @@
+"""A run's lifecycle, from claim to recorded outcome, in one place.
+
+An executor thread hands each claimed run to :meth:`RunPipeline.handle`,
+which takes it through these steps, in this order:
+
+1. **prepare** (:func:`~venturi_sa.worker.executor.prepare`): resolve the
+   task type, decode the payload and the carry; poison input ends ``dead``.
+2. **execute** (:func:`~venturi_sa.worker.executor.execute`): call the
+   handler under its time limit (:func:`~venturi_sa.worker.cancel.time_limit`).
+   An ``async def`` handler runs as a task on the worker's loop and this
+   thread waits for that task itself, so the run is not over until the
+   coroutine, its ``except CancelledError``/``finally`` code included, is.
+3. **classify** (:func:`~venturi_sa.worker.executor.classify`): the return
+   value or exception becomes a validated ``FinishParams``.
+4. **apply control** (:func:`~venturi_sa.worker.executor.control`): a cancel
+   or a time limit that reached the run replaces that outcome.
+
+   Steps 1-4 are :func:`decide`, the one place a run's outcome is decided.
+   When the persist step refuses an outcome (the handler's session work
+   cannot commit, or an outcome hook raised), it says why and
+   :func:`refused` decides the retryable failure recorded instead.
+5. **persist** (:meth:`~venturi_sa.worker.completer.Completer.persist`): the
+   completer chooses the batch (most runs) or the handler's ``ctx.session``
+   transaction, and retries the fenced write on any error while the lease
+   lasts; only a fenced-out write is final.
+6. **hooks**: ``on_complete``/``on_retry``/``on_dead`` run inside that
+   persist transaction (:mod:`~venturi_sa.worker.outcome_hooks`).
+7. **release the slot** (:meth:`~venturi_sa.worker.inflight.InFlight.free_slot`),
+   here, once the handler has truly ended, and nowhere else for a run that
+   started.
+
+Whatever the run's user code raises (``SystemExit`` included) becomes its
+recorded failure, except ``KeyboardInterrupt``: as a Ctrl-C would, it
+stops the worker, and the run is released (no failure counted).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from venturi_sa.storage.params import FinishParams
+from venturi_sa.task import Registry
+from venturi_sa.worker.cancel import time_limit
+from venturi_sa.worker.completer import Completer, Persist, Refused
+from venturi_sa.worker.executor import (
+    absorb,
+    classify,
+    close_quietly,
+    control,
+    exception_note,
+    execute,
+    failure,
+    prepare,
+)
+from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.joblog import current_job
+from venturi_sa.worker.run import Run
+
+logger = logging.getLogger("venturi_sa.worker")
+SESSION_ATTEMPTS = 3  # executions of a ctx.session handler whose commit a transient fault lost
+
+NOT_RUN = object()
+"""What :func:`decide` returns for a run that ended before its handler was called (poison input, a cancel)."""
+
+
+def decide(run: Run, registry: Registry) -> Any:
+    """Steps 1-4: prepare, execute, classify, apply control; sets ``run.params`` and ``run.duration``.
+
+    Returns what the handler returned or raised (``NOT_RUN`` if it was not
+    called), for callers that want it, such as the testing helpers.
+    """
+    started = time.monotonic()
+    result: Any = NOT_RUN
+    try:
+        token = current_job.set(run.job)  # as joblog.running(), without a generator per run
+        try:
+            params = prepare(run, registry)
+            if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
+                with time_limit(run):
+                    result = execute(run)
+                params = classify(run, result)
+            run.params = control(run) or params
+        finally:
+            current_job.reset(token)
+    except BaseException as exc:  # noqa: BLE001 - the catch-all: whatever broke, the run ends in an outcome
+        absorb(exc)
+        logger.exception("job %s: unexpected error in the run pipeline", run.job.id)
+        run.failed = True
+        run.params = failure(run, f"venturi could not finish the run: {exception_note(exc)}")
+        result = exc
+    finally:
+        run.duration = time.monotonic() - started
+    return result
+
+
+def refused(run: Run, why: Refused) -> FinishParams:
+    """The outcome recorded when persist refused ``run.params``: a retryable failure saying why.
+
+    A handler that raised keeps the failure it was classified with (its
+    session work is rolled back either way).
+    """
+    params = run.params
+    if why.keep_failure and params is not None and params.failure:
+        return params
+    return failure(run, why.note)
+
+
+class RunPipeline:
+    """Runs claimed runs through :func:`decide`, the completer and the slot release (see the module)."""
+
+    def __init__(self, registry: Registry, inflight: InFlight, completer: Completer,
+                 interrupted: Callable[[], None]) -> None:
+        self.registry = registry
+        self.inflight = inflight
+        self.completer = completer
+        self.interrupted = interrupted  # the worker's stop, for a KeyboardInterrupt from user code
+
+    def handle(self, run: Run) -> None:
+        """The whole lifecycle of one run, on the calling executor thread."""
+        if not self.inflight.start(run):  # released at shutdown before it started
+            self.inflight.free_slot(run)
+            return
+        reported = False
+        try:
+            reported = self._decide_and_persist(run)
+        except KeyboardInterrupt:
+            run.ctx.log.warning("job %s run %d raised KeyboardInterrupt: released, and the worker stops",
+                                run.job.id, run.job.run_count)
+            self.completer.report(run, self.completer.release(run, "released: its handler raised "
+                                                                   "KeyboardInterrupt, which stops the worker"))
+            reported = True
+            self.interrupted()
+        except BaseException:  # noqa: BLE001 - never lose a slot or a thread
+            logger.exception("unexpected error finishing job %s run %d", run.job.id, run.job.run_count)
+        finally:
+            close_quietly(run.ctx.take_session())
+            self.inflight.free_slot(run)  # step 7: the handler has ended, whatever happened
+            if not reported and not run.released:
+                self.completer.report(run, False)
+
+    def _decide_and_persist(self, run: Run) -> bool:
+        """Steps 1-6; True once the run's result has been reported (or is with the batch)."""
+        for attempt in range(1, SESSION_ATTEMPTS + 1):
+            decide(run, self.registry)
+            if run.released:
+                return False  # released at shutdown while it ran: nothing of it is persisted
+            persisted = self.completer.persist(run, may_rerun=attempt < SESSION_ATTEMPTS)
+            if isinstance(persisted, Refused):
+                run.params = refused(run, persisted)
+                self.completer.report(run, self.completer.write(run, run.params))
+                return True
+            if persisted is not Persist.RERUN:
+                return True
+            run.rerun()  # the session work was lost to a transient fault: run it again under the same claim
+        return False
