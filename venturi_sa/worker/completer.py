@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from datetime import timedelta
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -29,13 +30,12 @@ from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import absorb, close_quietly, exception_note
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
+from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.sessions import RunSession
 
 logger = logging.getLogger("venturi_sa.worker")
-T = TypeVar("T")
-FIRST_DELAY, MAX_DELAY = 0.05, 2.0
 
 
 def _savepoint_can_retry(exc: SQLAlchemyError) -> bool:
@@ -78,17 +78,22 @@ class Completer:
     is persisted or given up on.
     """
 
-    def __init__(self, backend: Backend, conns: Connections, retry_for: Callable[[Sequence[Run]], float],
+    def __init__(self, backend: Backend, conns: Connections, leases: Mapping[str, timedelta],
                  abort: threading.Event, done: Callable[[list[tuple[Run, bool]]], None], *,
                  batch: bool = True, max_backlog: int = 100) -> None:
         self.backend = backend
         self.conns = conns
-        self.retry_for = retry_for
+        self.leases = dict(leases)
         self.abort = abort
         self.done = done
         self.batch = batch
         self.max_backlog = max_backlog
         self.batcher: Batcher | None = None
+
+    def retry_for(self, runs: Sequence[Run]) -> float:
+        """Outcome writes are retried until this monotonic time: as long as the shortest lease among ``runs``."""
+        lease = min((self.leases.get(r.job.kind, DEFAULT_LEASE) for r in runs), default=DEFAULT_LEASE)
+        return time.monotonic() + lease.total_seconds()
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

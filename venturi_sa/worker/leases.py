@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from datetime import timedelta
 
 from sqlalchemy import Connection
 
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import Fence, RecoverParams, RenewParams
+from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.inflight import InFlight
 
 logger = logging.getLogger("venturi_sa.worker")
 NUDGE_SLICE = 0.1  # the longest a stop waits for the lease keeper's sleep
@@ -23,39 +23,36 @@ class LeaseKeeper(threading.Thread):
     """Every ``renew_every`` seconds renew held leases; every ``recover_every`` recover stale ones.
 
     Renewal never waits on row locks (a row being written is renewed next
-    time) and reports the runs whose claim is gone to ``lost(fences)``.
+    time); it marks the runs of ``inflight`` whose claim is gone (logging
+    each once) and delivers the cancel requests it reads to their runs.
     ``healthy`` is cleared while renewals fail (the database is unreachable):
     the producer stops claiming until it is set again, since it could not
     keep new leases alive either.  A failing recovery is logged as such and
     does not stop claims.
     """
 
-    def __init__(self, backend: Backend, conns: Connections, worker_id: str,
-                 held: Callable[[], dict[timedelta, list[Fence]]], lost: Callable[[frozenset[Fence]], None],
+    def __init__(self, backend: Backend, conns: Connections, worker_id: str, inflight: InFlight,
                  recover: RecoverParams, renew_every: float, recover_every: float,
-                 stopping: threading.Event, wake: threading.Event, healthy: threading.Event | None = None,
-                 cancelled: Callable[[Mapping[Fence, str]], None] | None = None) -> None:
+                 stopping: threading.Event, wake: threading.Event, healthy: threading.Event) -> None:
         super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
         self.backend = backend
         self.conns = conns
         self.worker_id = worker_id
-        self.held = held
-        self.lost = lost
+        self.inflight = inflight
         self.recover_params = recover
         self.renew_every = renew_every
         self.recover_every = recover_every
         self.stopping = stopping
         self.wake = wake
-        self.cancelled = cancelled
         self.nudge = threading.Event()
         """Set (by the listener, on a cancel ``NOTIFY``) to renew now instead of at the next interval."""
-        self.healthy = healthy if healthy is not None else threading.Event()
+        self.healthy = healthy
         self.healthy.set()
         self._recover_failing = False
 
     def renew(self) -> None:
         """Renew every held lease; with none held and the database in doubt, probe it."""
-        held = self.held()
+        held = self.inflight.held()
         if not held:
             if not self.healthy.is_set():
                 self.conns.connect(self.backend.ping)
@@ -70,10 +67,11 @@ class LeaseKeeper(threading.Thread):
                 cancels.update(result.cancels)
 
         self.conns.begin(renew_all)
-        if lost:
-            self.lost(frozenset(lost))
-        if cancels and self.cancelled is not None:
-            self.cancelled(cancels)
+        for run in self.inflight.lost(frozenset(lost)) if lost else ():
+            run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by this worker; "
+                                "its outcome will not be recorded", run.job.id, run.job.run_count)
+        for run in self.inflight.find(frozenset(cancels)) if cancels else ():
+            deliver_cancel(run, cancels[run.fence])
 
     def recover(self) -> int:
         recovered = self.conns.begin(lambda conn: self.backend.recover(conn, self.recover_params))

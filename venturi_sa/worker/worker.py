@@ -1,10 +1,13 @@
-"""The worker: a producer that claims, executors that run, a completer that persists.
+"""The worker: a producer that claims, a run pipeline that runs, a completer that persists.
 
 Threads: the caller's thread is the producer (claims and waits, see
-:mod:`~venturi_sa.worker.producer`); ``concurrency`` executor threads run
-handlers (:mod:`~venturi_sa.worker.executor`); a batcher writes outcomes
-(:mod:`~venturi_sa.worker.batcher`); a lease keeper renews and recovers
-leases; a listener wakes the producer on ``NOTIFY``.  Start and stop are in
+:mod:`~venturi_sa.worker.producer`); ``concurrency`` executor threads take
+each run through its lifecycle (:mod:`~venturi_sa.worker.pipeline`, the one
+file to read); the completer's batch writer records most outcomes
+(:mod:`~venturi_sa.worker.completer`); a lease keeper renews and recovers
+leases and delivers cancels; a listener wakes the producer on ``NOTIFY``;
+a firer fires schedules; and, when a task overrides ``on_dead``, a thread
+makes the ``on_dead`` calls owed to this worker's kinds.  Start and stop are in
 :mod:`~venturi_sa.worker.lifecycle`.  No transaction stays open while a
 handler runs, except the handler's own ``ctx.session``; every session the
 worker opens runs at READ COMMITTED, whatever the engine's default.
@@ -21,8 +24,7 @@ import logging
 import os
 import socket
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -33,9 +35,8 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.params import ClaimedJob, Fence, RecoverParams
+from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
-from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.context import JobContext
@@ -158,7 +159,7 @@ class Worker:
         self._healthy = threading.Event()  # cleared by the lease keeper while the database is unreachable
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
-        self.completer = Completer(self.backend, self._conns, self._retry_until, self._abort, self._finished_many,
+        self.completer = Completer(self.backend, self._conns, self._leases, self._abort, self._finished_many,
                                    batch=batch_outcomes, max_backlog=self.max_backlog)
         self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop)
         self.producer = Producer(
@@ -225,7 +226,7 @@ class Worker:
         """The LISTEN thread while the worker runs with ``listen=True``, else None."""
         return self._threads.listener if self._threads is not None else None
 
-    # -- callbacks from the parts ------------------------------------------------------------
+    # -- what the parts report back: claims, finished runs, freed slots ------------------------
     def _dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
         """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
         runs = []
@@ -286,16 +287,6 @@ class Worker:
         self._emit("finished", {"job_id": run.job.id, "kind": run.job.kind, "outcome": outcome,
                                 "recorded": recorded, "duration": run.duration, "queue": self.models.prefix})
 
-    def _retry_until(self, runs: Sequence[Run]) -> float:
-        """Outcome writes are retried for as long as the shortest lease among ``runs`` lasts."""
-        lease = min((self._leases.get(r.job.kind, DEFAULT_LEASE) for r in runs), default=DEFAULT_LEASE)
-        return time.monotonic() + lease.total_seconds()
-
-    def _lost(self, fences: frozenset[Any]) -> None:
-        for run in self.inflight.lost(fences):
-            run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by this worker; "
-                                "its outcome will not be recorded", run.job.id, run.job.run_count)
-
     def _firer(self) -> Firer | None:
         """The schedule firer (sessions on the sync engine); an async-only worker fires none it does not declare.
 
@@ -317,10 +308,6 @@ class Worker:
         return OwedCaller(self.models, self.queue.registry, kinds, sessions, every=self.recover_interval,
                           stopping=self._halt)
 
-    def _cancelled(self, cancels: Mapping[Fence, str]) -> None:
-        for run in self.inflight.find(frozenset(cancels)):
-            deliver_cancel(run, cancels[run.fence])
-
     # -- start and stop ------------------------------------------------------------------------
     def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
@@ -330,11 +317,10 @@ class Worker:
         self.hooks.started(self)
         self._healthy.set()
         keeper = LeaseKeeper(
-            self.backend, self._conns, self.worker_id, self.inflight.held, self._lost,
+            self.backend, self._conns, self.worker_id, self.inflight,
             RecoverParams(max_failures={t.KIND: t.max_failures for t in self.queue.registry}),
             renew_every=max(0.2, min(self._leases.values(), default=DEFAULT_LEASE).total_seconds() / 3),
-            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake, healthy=self._healthy,
-            cancelled=self._cancelled)
+            recover_every=self.recover_interval, stopping=self._halt, wake=self._wake, healthy=self._healthy)
         executors = Executors(self.concurrency, self.pipeline.handle)
         listener = lifecycle.listener(self.engine, self.models.names.channel, self._wake, self._stopping,
                                       listen, nudge=keeper.nudge)  # a cancel NOTIFY makes the keeper renew now
