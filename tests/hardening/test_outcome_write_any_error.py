@@ -33,13 +33,15 @@ def refuse_completions(engine: sa.Engine, prefix: str, sqlstate: str, message: s
                              f"FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse()"))
 
 
-# Regression test of round 3's defect 6: failed on 748cf08 (the write was given up; the job stayed claimed
-# until stale recovery, which with max_failures=1 made a succeeded job dead).
+# Regression test of round 3's defect 6: the read-only and trigger cases failed on 748cf08 (the write was given
+# up; the job stayed claimed until stale recovery, which with max_failures=1 made a succeeded job dead); a
+# revoked privilege was already retried, and stays so.
 @pytest.mark.parametrize("uses_session", [False, True], ids=["batched", "in-session"])
 @pytest.mark.parametrize(("sqlstate", "message"), [
     ("42501", "permission denied for table journal"),
     ("25006", "cannot execute INSERT in a read-only transaction"),
-], ids=["privilege", "read-only"])
+    ("P0001", "an application audit trigger failed"),
+], ids=["privilege", "read-only", "trigger"])
 def test_a_refused_outcome_write_is_retried_and_the_success_stands(
         engine: sa.Engine, models: Any, uses_session: bool, sqlstate: str, message: str) -> None:
     runs: list[str] = []

@@ -41,6 +41,7 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("outcome", sa.Text),
     ("note", sa.Text),
     ("attachment", postgresql.JSONB),
+    ("owe", sa.Boolean),
 )
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 
@@ -60,7 +61,7 @@ def _row(p: FinishParams) -> tuple[Any, ...]:
     return (fence.job_id, fence.kind, fence.claimed_by, fence.run_count, status, finished,
             None if visible_at is None else visible_at.isoformat(), p.delay or ZERO, 1 if p.failure else 0,
             p.save_carry, (_JSON_NULL if carry is None else _DUMPS(carry)) if p.save_carry else None, outcome, p.note,
-            None if attachment is None else _DUMPS(attachment))
+            None if attachment is None else _DUMPS(attachment), p.owe_on_dead)
 
 
 _NAMES = tuple(f"v_{name}" for name, _ in _BATCH_COLUMNS)
@@ -114,8 +115,9 @@ def _finish_many_statement(models: Models) -> Any:
     journal entries.  A run that would send its job back to ``pending``
     (retried, paused, released) while a cancel request for the job is still
     undelivered ends it ``dead`` instead, journaled as cancelled by the
-    request's actor, with an ``on_dead`` call owed; the cancel requests of
-    jobs that end terminal go with this statement.
+    request's actor, with an ``on_dead`` call owed (as is one for an
+    outcome built with ``owe_on_dead``); the cancel requests of jobs that
+    end terminal go with this statement.
     """
     key = (models.prefix, id(models.Job))
     if key in _STATEMENTS:
@@ -127,6 +129,7 @@ def _finish_many_statement(models: Models) -> Any:
     cancelled = sa.and_(to_pending, sa.exists().where(cancels.job_id == rows.c.id))
     status = sa.case((cancelled, Status.DEAD.value), else_=rows.c.status)
     converted = sa.and_(to_pending, job.status == Status.DEAD.value)  # in RETURNING: the row as written
+    owed_dead = sa.or_(converted, rows.c.owe)
     request = sa.select(cancels.actor).where(cancels.job_id == job.id)
     done = (
         sa.update(models.jobs_table)
@@ -143,15 +146,17 @@ def _finish_many_statement(models: Models) -> Any:
             carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
         )
         .returning(job.id, job.kind, job.run_count, job.status, converted.label("converted"),
-                   sa.case((converted, request.with_only_columns(cancels.actor).scalar_subquery())).label("actor"),
+                   owed_dead.label("owed"),
+                   sa.case((converted, request.with_only_columns(cancels.actor).scalar_subquery()),
+                           else_=job.claimed_by).label("actor"),
                    sa.case((converted, cancel_text(
                        request.with_only_columns(cancels.actor).scalar_subquery(),
                        request.with_only_columns(cancels.note).scalar_subquery(),
-                       "before the cancel reached its run, the run ended"))).label("note"))
+                       "before the cancel reached its run, the run ended")), else_=rows.c.note).label("note"))
         .cte("done")
     )
     ended = sa.select(done.c.id).where(done.c.status.in_(TERMINAL)).cte("ended")
-    owed = owe_on_dead(models, sa.select(done).where(done.c.converted).subquery("converted"), now).cte("owed")
+    owed = owe_on_dead(models, sa.select(done).where(done.c.owed).subquery("owing"), now).cte("owed")
     cleared = clear_cancels(models, ended).cte("cleared")
     entries = _outcome_rows()
     source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now,

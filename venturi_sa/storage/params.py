@@ -126,7 +126,8 @@ class FinishParams:
 
     ``status`` is the job's status afterwards; ``visible_at`` (absolute) or
     ``delay`` (from the database clock) applies to ``pending``; ``failure``
-    adds one to ``failure_count``.  Every field is checked when the object
+    adds one to ``failure_count``; ``owe_on_dead`` (a ``dead`` outcome whose
+    ``on_dead`` could not run with it) writes an owed call beside it.  Every field is checked when the object
     is built (raising :class:`InvalidOutcome`), so a bad value can never
     reach a batch statement and sink the outcomes written beside it.
     Read-only by contract; a slotted dataclass with its own checking
@@ -142,10 +143,11 @@ class FinishParams:
     visible_at: datetime | None
     delay: timedelta | None
     failure: bool
+    owe_on_dead: bool
 
     def __init__(self, *, fence: Fence, outcome: Outcome, note: str | None = None, attachment: Any = None,
                  carry: Any = None, save_carry: bool = False, visible_at: datetime | None = None,
-                 delay: timedelta | None = None, failure: bool = False) -> None:
+                 delay: timedelta | None = None, failure: bool = False, owe_on_dead: bool = False) -> None:
         if not isinstance(fence, Fence):
             raise InvalidOutcome(f"fence must be a Fence, got {fence!r:.80}")
         if not isinstance(outcome, Outcome):
@@ -160,8 +162,10 @@ class FinishParams:
             raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {visible_at!r:.80}")
         if delay is not None and (not isinstance(delay, timedelta) or delay < ZERO):
             raise InvalidOutcome(f"delay must be a non-negative timedelta, got {delay!r:.80}")
-        if (failure is not True and failure is not False) or (save_carry is not True and save_carry is not False):
-            raise InvalidOutcome("failure and save_carry must be booleans")
+        if any(flag is not True and flag is not False for flag in (failure, save_carry, owe_on_dead)):
+            raise InvalidOutcome("failure, save_carry and owe_on_dead must be booleans")
+        if owe_on_dead and outcome is not Outcome.DEAD:
+            raise InvalidOutcome(f"owe_on_dead needs a dead outcome, not {outcome.value}")
         self.fence = fence
         self.outcome = outcome
         self.note = note
@@ -171,6 +175,7 @@ class FinishParams:
         self.visible_at = visible_at
         self.delay = delay
         self.failure = failure
+        self.owe_on_dead = owe_on_dead
 
 
 @dataclass(frozen=True, kw_only=True)

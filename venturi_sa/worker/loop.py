@@ -2,9 +2,13 @@
 
 ``async def`` handlers, their ``ctx.session_async`` and the outcome written
 in that session all run on this loop; sync handlers keep their executor
-threads.  An executor thread hands a coroutine over with :meth:`WorkerLoop.submit`
-and waits on the returned future, so the run keeps its slot (and its kind's
-cap) exactly as a sync run does.  Every worker of a process shares the loop,
+threads.  An executor thread starts a handler's coroutine as a task with
+:meth:`WorkerLoop.start` and waits for that task itself (:class:`LoopTask`),
+not for a proxy future: a cancelled handler keeps its slot (and its kind's
+cap) until its ``except CancelledError``/``finally`` code has run, exactly as
+a sync run keeps it until it returns.  ``SystemExit`` and
+``KeyboardInterrupt`` raised in a task end that task only, never the loop.
+Every worker of a process shares the loop,
 so connections of an async engine the workers share are only ever used on
 it.  After ``os.fork()`` the child gets a loop of its own on first use.
 """
@@ -19,6 +23,22 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+class _Escaped(Exception):
+    """Carries a ``SystemExit``/``KeyboardInterrupt`` out of a task: raised bare, asyncio would re-raise it
+    out of ``run_forever`` and end the loop's thread (and every later async run with it)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
+async def _guarded(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
 
 
 class LoopTask:
@@ -43,7 +63,7 @@ class LoopTask:
         loop.call_soon_threadsafe(self._spawn, coro)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self._task = task = self._loop.create_task(coro)
+        self._task = task = self._loop.create_task(_guarded(coro))
         task.add_done_callback(self._ended)
         if self._cancelled:
             task.cancel()
@@ -52,8 +72,9 @@ class LoopTask:
         if task.cancelled():
             self._error = asyncio.CancelledError()
         else:
-            self._error = task.exception()
-            if self._error is None:
+            error = task.exception()
+            self._error = error.exc if isinstance(error, _Escaped) else error
+            if error is None:
                 self._value = task.result()
         self._done.set()
 

@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from venturi_sa.dead_calls import overrides_on_dead
+from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Registry
 from venturi_sa.worker.cancel import time_limit
@@ -53,6 +55,7 @@ from venturi_sa.worker.executor import (
     exception_note,
     execute,
     failure,
+    note_text,
     prepare,
 )
 from venturi_sa.worker.inflight import InFlight
@@ -97,15 +100,29 @@ def decide(run: Run, registry: Registry) -> Any:
 
 
 def refused(run: Run, why: Refused) -> FinishParams:
-    """The outcome recorded when persist refused ``run.params``: a retryable failure saying why.
+    """The outcome recorded when persist refused ``run.params`` (nothing of the run's session was committed).
 
-    A handler that raised keeps the failure it was classified with (its
-    session work is rolled back either way).
+    A ``dead`` outcome stays ``dead`` (a ``Die()`` is not retried because its
+    ``on_dead`` raised); anything else becomes a retryable failure saying why,
+    except that a handler that raised keeps the failure it was classified
+    with.  A ``dead`` result whose task overrides ``on_dead`` owes that call:
+    the next worker of its kind makes it (:mod:`venturi_sa.dead_calls`).
     """
     params = run.params
-    if why.keep_failure and params is not None and params.failure:
-        return params
-    return failure(run, why.note)
+    assert params is not None
+    if params.outcome is Outcome.DEAD:
+        decided = FinishParams(fence=params.fence, outcome=Outcome.DEAD, attachment=params.attachment,
+                               note=note_text(f"{params.note}; {why.note}" if params.note else why.note),
+                               carry=params.carry, save_carry=params.save_carry, failure=params.failure)
+    elif why.keep_failure and params.failure:
+        decided = params
+    else:
+        decided = failure(run, why.note)
+    if decided.outcome is Outcome.DEAD and run.task_type is not None and overrides_on_dead(run.task_type):
+        decided = FinishParams(fence=decided.fence, outcome=Outcome.DEAD, note=decided.note,
+                               attachment=decided.attachment, carry=decided.carry, save_carry=decided.save_carry,
+                               failure=decided.failure, owe_on_dead=True)
+    return decided
 
 
 class RunPipeline:
