@@ -153,6 +153,33 @@ def json_size(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES)
     return size
 
 
+def _flat_ok(value: dict[str, Any], max_bytes: int) -> bool:
+    """True if a flat dict of ints, bools and strings (the marshmallow-free path) is within every bound.
+
+    A quicker :func:`json_size` for that shape only: False sends it to the full
+    check, which then names the problem.
+    """
+    size = 1 + len(value)
+    for key, item in value.items():
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or _NUL in item:
+                return False
+            size += len(item) + 2
+        elif kind is int:
+            if not MIN_INT <= item <= MAX_INT:
+                return False
+            size += len(str(item))
+        elif kind is not bool:
+            return False
+        else:
+            size += 5
+        if not key.isascii() or _NUL in key:
+            return False
+        size += len(key) + 3
+    return size <= max_bytes
+
+
 def ensure_json(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Any:
     """Return ``value`` if JSON can store it exactly and it fits ``max_bytes``; else raise ``InvalidPayload``.
 
@@ -249,7 +276,7 @@ def dump(schema: Schema, value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAY
     is not called: a copy is checked instead.
     """
     if unchanged_by(schema, value):
-        return ensure_json(dict(value), what, max_bytes)
+        return dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes)
     try:
         data = schema.dump(value)
     except (TypeError, ValueError, AttributeError) as exc:
@@ -269,7 +296,7 @@ def dump_many(schema: Schema, values: Sequence[Any], what: str,
     slow: list[int] = []
     for index, value in enumerate(values):
         if _fits(types, required, value):
-            out.append(ensure_json(dict(value), what, max_bytes))
+            out.append(dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes))
         else:
             out.append(None)
             slow.append(index)

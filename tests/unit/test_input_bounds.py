@@ -158,3 +158,28 @@ def test_a_checkpoint_over_the_runs_bound_is_refused_and_the_carry_kept() -> Non
     assert ctx.carry == {"step": 1}
     ctx.checkpoint({"step": 2})  # within the bound: kept (no database here, so nothing is written)
     assert ctx.carry == {"step": 2}
+
+
+class Flat(Schema):
+    n = fields.Integer(required=True)
+    s = fields.String(required=True)
+
+
+@pytest.mark.parametrize(("data", "text"), [
+    ({"n": 2**63, "s": "ok"}, "at n: an integer of 64 bits"),
+    ({"n": 1, "s": "\ud800"}, "at s: contains a lone surrogate"),
+    ({"n": 1, "s": "\x00"}, "at s: contains a NUL"),
+    ({"n": 1, "s": "é" * 600}, "over the 1,000-byte bound"),
+    ({"n": 1, "s": "x" * 1000}, "over the 1,000-byte bound"),
+])
+def test_the_marshmallow_free_path_checks_the_same_bounds(data: dict[str, Any], text: str) -> None:
+    from venturi_sa.payloads import dump, dump_many, unchanged_by
+
+    schema = Flat()
+    assert unchanged_by(schema, data)  # the path that skips marshmallow
+    with pytest.raises(InvalidPayload, match=text):
+        dump(schema, data, "payload", max_bytes=1000)
+    with pytest.raises(InvalidPayload, match=text):
+        dump_many(schema, [{"n": 1, "s": "fine"}, data], "payload", max_bytes=1000)
+    assert dump(schema, {"n": 2**63 - 1, "s": "é" * 400}, "payload", max_bytes=1000) == {"n": 2**63 - 1,
+                                                                                          "s": "é" * 400}
