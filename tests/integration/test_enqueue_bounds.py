@@ -236,3 +236,17 @@ def test_edit_refuses_what_enqueue_refuses_and_changes_nothing(engine: sa.Engine
     assert count(engine, f"{models.prefix}_journal") == 0
     with pytest.raises(InvalidOption, match="delay"):
         queue.pause(engine, "store", delay=timedelta.max)
+
+
+def test_a_job_added_to_the_session_is_held_to_its_queues_bound(engine: sa.Engine, models: Any) -> None:
+    Queue(models, [Store], check_added_jobs=True, max_payload_bytes=SMALL)
+    with Session(engine) as session:
+        session.add(models.Job(kind="store", payload={"data": "x" * SMALL}))
+        with pytest.raises(InvalidPayload, match="payload of 'store' is .* over the 4,096-byte bound"):
+            session.flush()
+        session.rollback()
+        session.add(models.Job(kind="store", payload={"data": [nested(MAX_DEPTH)]}))
+        with pytest.raises(InvalidPayload, match="levels"):
+            session.flush()
+        session.rollback()
+    assert count(engine, models.jobs_table) == 0
