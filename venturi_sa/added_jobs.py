@@ -58,7 +58,7 @@ def check_job(job: JobBase, queues: list[Queue]) -> None:
         if job.kind in queue.registry:
             task_type = queue.registry.get(job.kind)
             what = f"payload of {job.kind!r}"
-            payloads.ensure_json(job.payload, what)
+            payloads.ensure_json(job.payload, what, queue.max_payload_bytes)
             task_type.from_stored(job.payload)
             if job.priority is not None:
                 check_priority(job.priority)

@@ -37,7 +37,7 @@ from venturi_sa.storage.enqueue import (
     RecordMergesParams,
 )
 from venturi_sa.storage.timeouts import TimeoutsParams
-from venturi_sa.task import Registry, Task, check_priority, check_timeout
+from venturi_sa.task import Registry, Task, check_delay, check_priority, check_run_at, check_timeout
 
 
 @dataclass(frozen=True)
@@ -49,19 +49,10 @@ class When:
 
     @classmethod
     def check(cls, delay: object, run_at: object) -> When:
+        """Both checked (:func:`check_delay`, :func:`check_run_at`); ``InvalidOption`` naming the bad one."""
         if delay is not None and run_at is not None:
             raise InvalidOption("give either delay or run_at, not both")
-        if delay is not None and (not isinstance(delay, timedelta) or delay < timedelta(0)):
-            raise InvalidOption(f"delay must be a non-negative timedelta, got {delay!r}")
-        if run_at is not None:
-            if not isinstance(run_at, datetime):
-                raise InvalidOption(f"run_at must be a datetime, got {run_at!r}")
-            if run_at.tzinfo is None or run_at.utcoffset() is None:
-                raise InvalidOption(
-                    "run_at must be timezone-aware (e.g. datetime.now(timezone.utc)); "
-                    "a naive time would be read in the database session's time zone"
-                )
-        return cls(delay=delay or None, run_at=run_at)
+        return cls(delay=check_delay(delay) or None, run_at=check_run_at(run_at))
 
 
 @dataclass(slots=True)
@@ -86,14 +77,32 @@ def _checked_type(registry: Registry, task: object) -> type[Task]:
     return type(task)
 
 
+MAX_DEDUP_KEY_BYTES = 512
+"""The longest dedup key, in UTF-8 bytes (it is indexed with the kind, and btree entries are bounded)."""
+
+
 def _checked_key(task: Task) -> str | None:
     key = task.dedup_key()
-    if key is not None and not isinstance(key, str):
-        raise InvalidOption(f"{type(task).__name__}.dedup_key() must return str or None, got {key!r}")
+    if key is None:
+        return None
+    name = f"{type(task).__name__}.dedup_key()"
+    if not isinstance(key, str):
+        raise InvalidOption(f"{name} must return str or None, got {type(key).__name__}")
+    if "\x00" in key:
+        raise InvalidOption(f"{name} contains a NUL character (\\u0000), which PostgreSQL text cannot store")
+    if len(key) > MAX_DEDUP_KEY_BYTES:
+        raise InvalidOption(f"{name} is {len(key):,} characters, over the {MAX_DEDUP_KEY_BYTES}-byte bound")
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError as exc:
+        raise InvalidOption(f"{name} contains a lone surrogate at character {exc.start}, "
+                            "which is not valid Unicode") from None
+    if size > MAX_DEDUP_KEY_BYTES:
+        raise InvalidOption(f"{name} is {size:,} bytes in UTF-8, over the {MAX_DEDUP_KEY_BYTES}-byte bound")
     return key
 
 
-def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object) -> list[_Prepared]:
+def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object, max_bytes: int) -> list[_Prepared]:
     """Every task checked (its type registered, its priority, payload and dedup key) and prepared, in order.
 
     The kind and priority are checked once per type, and the payloads of a
@@ -110,11 +119,11 @@ def _prepare_many(registry: Registry, tasks: Sequence[Task], priority: object) -
         task_type = _checked_type(registry, tasks[indexes[0]])
         members = [tasks[i] for i in indexes]
         tier = int(check_priority(task_type.priority if priority is None else priority))
+        what = f"payload of {task_type.kind_name()!r}"
         if task_type.stored_payload is Task.stored_payload:
-            stored = payloads.dump_many(task_type.payload_schema, [t.payload for t in members],
-                                        f"payload of {task_type.kind_name()!r}")
+            stored = payloads.dump_many(task_type.payload_schema, [t.payload for t in members], what, max_bytes)
         else:
-            stored = [t.stored_payload() for t in members]
+            stored = [payloads.ensure_json(t.stored_payload(), what, max_bytes) for t in members]
         keyed = task_type.dedup_key is not Task.dedup_key
         for i, task, payload in zip(indexes, members, stored, strict=True):
             prepared[i] = _Prepared(task=task, kind=task_type.KIND, payload=payload, priority=tier,
@@ -158,12 +167,12 @@ class _Sibling:
         return models.Job(**{**columns, "payload": copy.deepcopy(self.payload)})
 
 
-def _merged_payload(p: _Prepared, decision: object) -> Any | None:
+def _merged_payload(p: _Prepared, decision: object, max_bytes: int) -> Any | None:
     """The validated merged payload of a ``Coalesce``, or None for ``Independent``."""
     if isinstance(decision, Coalesce):
         schema = type(p.task).payload_schema
         what = f"merged payload of {p.kind!r}"
-        return payloads.dump(schema, payloads.load(schema, decision.payload, what), what)
+        return payloads.dump(schema, payloads.load(schema, decision.payload, what), what, max_bytes)
     if isinstance(decision, Independent):
         return None
     raise InvalidOption(
@@ -171,7 +180,7 @@ def _merged_payload(p: _Prepared, decision: object) -> Any | None:
     )
 
 
-def _decide(models: Models, backend: Backend, session: Session, prepared: list[_Prepared]) -> dict[
+def _decide(models: Models, backend: Backend, session: Session, prepared: list[_Prepared], max_bytes: int) -> dict[
         tuple[str, str], _Sibling]:
     """Lock the dedup keys, find each key's target and decide every merge, writing nothing.
 
@@ -192,7 +201,7 @@ def _decide(models: Models, backend: Backend, session: Session, prepared: list[_
         if sibling.existing is None and sibling.new is None:
             sibling.new, sibling.payload = p, p.payload
             continue
-        merged = _merged_payload(p, p.task.merge(sibling.view(models)))
+        merged = _merged_payload(p, p.task.merge(sibling.view(models)), max_bytes)
         if merged is None:
             continue
         sibling.payload = merged
@@ -213,10 +222,12 @@ class Call:
     when: When
     limit: timedelta | None
     notify: bool
+    max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES
 
 
 def prepared(registry: Registry, tasks: Sequence[Task], *, priority: object = None, delay: object = None,
-             run_at: object = None, timeout: object = None, notify: bool = True) -> Call:
+             run_at: object = None, timeout: object = None, notify: bool = True,
+             max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> Call:
     """Validate an enqueue call's options and every task, touching no session.
 
     Raises ``InvalidPayload``/``InvalidOption``/``UnknownKind``; the write
@@ -224,10 +235,11 @@ def prepared(registry: Registry, tasks: Sequence[Task], *, priority: object = No
     but what needs the database (a dedup task's isolation, its ``merge()``).
     ``timeout`` (a positive timedelta) becomes the new jobs' own time limit,
     overriding their task's ``timeout``; ``delay`` counts from the write, on
-    the database clock.
+    the database clock.  Each stored payload must fit ``max_bytes`` of JSON
+    (the bounds are in docs/tasks.md, "Bounds on what enqueue accepts").
     """
     return Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
-                tasks=_prepare_many(registry, tasks, priority), notify=notify)
+                tasks=_prepare_many(registry, tasks, priority, max_bytes), notify=notify, max_bytes=max_bytes)
 
 
 def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
@@ -245,7 +257,7 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
         return []
     backend = backend_for(models)
     deduplicated = any(p.dedup_key is not None for p in call.tasks)
-    siblings = _decide(models, backend, session, call.tasks) if deduplicated else {}
+    siblings = _decide(models, backend, session, call.tasks, call.max_bytes) if deduplicated else {}
     jobs = _write(models, backend, session, call.tasks, siblings, call.when, call.notify)
     _limit(backend, session, call)
     return jobs
@@ -307,7 +319,8 @@ def _write(models: Models, backend: Backend, session: Session, prepared: list[_P
 
 
 def build_job(models: Models, registry: Registry, task: Task, *, priority: object = None, delay: object = None,
-              run_at: object = None, timeout: object = None) -> JobBase:
+              run_at: object = None, timeout: object = None,
+              max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> JobBase:
     """An unsaved, validated ``Job`` for ``task``, for the caller to ``session.add``; touches no session.
 
     Validated by :func:`prepared`, as every enqueue is (kind, payload,
@@ -316,7 +329,8 @@ def build_job(models: Models, registry: Registry, task: Task, *, priority: objec
     database clock at its INSERT.  A task with a dedup key is refused: its
     merge needs the session, so it must go through ``queue.enqueue``.
     """
-    call = prepared(registry, [task], priority=priority, delay=delay, run_at=run_at, timeout=timeout)
+    call = prepared(registry, [task], priority=priority, delay=delay, run_at=run_at, timeout=timeout,
+                    max_bytes=max_bytes)
     [p], when, limit = call.tasks, call.when, call.limit
     if p.dedup_key is not None:
         raise InvalidOption(

@@ -13,51 +13,183 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, missing
 
-from venturi_sa.errors import InvalidPayload
+from venturi_sa.errors import InvalidOption, InvalidPayload
 
-_SCALARS = (int, type(None))  # bool is an int
 _NUL = "\x00"
 _NUL_REASON = "contains a NUL character (\\u0000), which PostgreSQL JSONB cannot store"
 
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+"""``Queue(max_payload_bytes=...)``'s default: 1 MiB of JSON per payload, carry, checkpoint, attachment or result."""
 
-def _problem(value: Any, path: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first value JSON cannot hold exactly, or None.
+MAX_DEPTH = 64
+"""The deepest nesting of lists and objects stored (the outermost container is level 1)."""
 
-    One walk, no serialization: only dicts with string keys, lists, strings
-    without NUL characters, integers, booleans, None and finite floats pass.
-    Tuples are refused too, since they come back as lists.
+MIN_INT, MAX_INT = -(2**63), 2**63 - 1
+"""The integers stored: the signed 64-bit range.
+
+JSONB keeps far longer integers exactly (as ``numeric``), but Python's
+``json`` refuses to write or read integers of more than 4300 digits (a
+limit each process may lower to 640), PostgreSQL's ``(payload->>'n')::bigint``
+and most other languages' JSON readers stop at 64 bits; send larger numbers
+as strings.
+"""
+
+
+_BASES: tuple[type, ...] = (bool, str, int, float, dict, list)
+
+
+class _Refused(Exception):
+    """Raised inside the walk; each container it passes through adds its step to ``path``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.steps: list[str] = []
+
+
+def _string_size(text: str, max_bytes: int) -> int:
+    """The UTF-8 size of ``text`` as a JSON string (escapes not counted); refuses NUL and lone surrogates."""
+    if _NUL in text:
+        raise _Refused(_NUL_REASON)
+    if text.isascii():
+        return len(text) + 2
+    if len(text) > max_bytes:
+        return len(text) + 2  # over the bound already: no need to encode it
+    try:
+        return len(text.encode()) + 2
+    except UnicodeEncodeError as exc:
+        raise _Refused(f"contains a lone surrogate ({text[exc.start]!r}) at character {exc.start}, which is "
+                       "not valid Unicode (PostgreSQL JSONB cannot store it)") from None
+
+
+def _size(value: Any, depth: int, max_bytes: int) -> int:
+    """The size in bytes of ``value``'s compact JSON text (strings counted in UTF-8, without escapes).
+
+    Raises :class:`_Refused` at the first value JSONB cannot hold exactly:
+    only dicts with string keys, lists, strings without NUL characters or
+    lone surrogates, integers in the signed 64-bit range, booleans, None
+    and finite floats pass, nested at most :data:`MAX_DEPTH` levels.  Tuples
+    are refused too, since they come back as lists.
     """
-    if isinstance(value, str):
-        return (path or "<value>", _NUL_REASON) if _NUL in value else None
-    if isinstance(value, _SCALARS):
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (path or "<value>", f"{value!r} is not a finite number")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return (f"{path}.{key!r}" if path else repr(key), "keys must be strings")
-            if _NUL in key:
-                return (f"{path}.{key!r}" if path else repr(key), _NUL_REASON)
-            found = _problem(item, f"{path}.{key}" if path else key)
-            if found:
-                return found
-        return None
+    kind = type(value)
+    if kind is str:
+        return _string_size(value, max_bytes)
+    if kind is bool:
+        return 4 if value else 5
+    if kind is int:
+        if not MIN_INT <= value <= MAX_INT:
+            raise _Refused(f"an integer of {value.bit_length()} bits is outside the stored range (signed "
+                           f"64-bit, {MIN_INT} to {MAX_INT}); send larger numbers as strings")
+        return len(str(value))
+    if value is None:
+        return 4
+    if kind is float:
+        if not math.isfinite(value):
+            raise _Refused(f"{value!r} is not a finite number")
+        return len(repr(value))
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"nested more than {MAX_DEPTH} levels deep (the bound on stored JSON)")
+        return _container_size(value, depth + 1, max_bytes)
+    for base in _BASES:  # subclasses (an IntEnum, an OrderedDict): judged by their base type
+        if isinstance(value, base):
+            converted: Any = base(value)
+            return _size(converted, depth, max_bytes)
+    raise _Refused(f"{kind.__name__} is not JSON (serialize it in the schema)")
+
+
+def _container_size(value: dict[Any, Any] | list[Any], depth: int, max_bytes: int) -> int:
+    total = 1 + max(len(value), 1)  # brackets and commas
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = _problem(item, f"{path}[{index}]")
-            if found:
-                return found
-        return None
-    return (path or "<value>", f"{type(value).__name__} is not JSON (serialize it in the schema)")
+            try:
+                total += _size(item, depth, max_bytes)
+            except _Refused as exc:
+                exc.steps.append(f"[{index}]")
+                raise
+        return total
+    for key, item in value.items():
+        try:
+            if type(key) is not str:
+                raise _Refused("keys must be strings")
+            total += _string_size(key, max_bytes) + 1 + _size(item, depth, max_bytes)
+        except _Refused as exc:
+            step = key if type(key) is str else repr(key)
+            exc.steps.append(f".{step}" if len(step) <= 40 else f".{step[:37]}...")
+            raise
+    return total
 
 
-def ensure_json(value: Any, what: str) -> Any:
-    """Return ``value`` if JSON can store it exactly; raise ``InvalidPayload`` naming the field."""
-    found = _problem(value, "")
-    if found:
-        where, reason = found
-        raise InvalidPayload(f"{what} is not JSON-serializable at {where}: {reason}", {where: [reason]})
+def _where(exc: _Refused) -> str:
+    path = "".join(reversed(exc.steps)).encode("utf-8", "backslashreplace").decode()  # a lone surrogate as \\udXXX
+    path = path[1:] if path.startswith(".") else (path or "<value>")
+    return path if len(path) <= 200 else f"{path[:97]}...{path[-100:]}"
+
+
+def check_max_bytes(value: object, what: str = "max_payload_bytes") -> int:
+    """Return ``value`` if it is a positive integer (a byte bound), else raise ``InvalidOption`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOption(f"{what} must be a positive integer (bytes), got {value!r}")
+    return value
+
+
+def json_size(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> int:
+    """The size of ``value`` as compact JSON, checked; raise ``InvalidPayload`` naming the field and the size.
+
+    Refused: anything JSONB cannot store exactly (see :func:`ensure_json`)
+    and a value over ``max_bytes`` (its strings counted in UTF-8, escapes
+    not counted).  Reads ``value`` only.
+    """
+    try:
+        size = _size(value, 0, max_bytes)
+    except _Refused as exc:
+        where = _where(exc)
+        raise InvalidPayload(f"{what} is not JSON-serializable at {where}: {exc.reason}",
+                             {where: [exc.reason]}) from None
+    if size > max_bytes:
+        reason = (f"{what} is {size:,} bytes as JSON, over the {max_bytes:,}-byte bound "
+                  "(Queue(max_payload_bytes=...)); store large data elsewhere and pass its key")
+        raise InvalidPayload(reason, {"<value>": [reason]})
+    return size
+
+
+def _flat_ok(value: dict[str, Any], max_bytes: int) -> bool:
+    """True if a flat dict of ints, bools and strings (the marshmallow-free path) is within every bound.
+
+    A quicker :func:`json_size` for that shape only: False sends it to the full
+    check, which then names the problem.
+    """
+    size = 1 + len(value)
+    for key, item in value.items():
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or _NUL in item:
+                return False
+            size += len(item) + 2
+        elif kind is int:
+            if not MIN_INT <= item <= MAX_INT:
+                return False
+            size += len(str(item))
+        elif kind is not bool:
+            return False
+        else:
+            size += 5
+        if not key.isascii() or _NUL in key:
+            return False
+        size += len(key) + 3
+    return size <= max_bytes
+
+
+def ensure_json(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Any:
+    """Return ``value`` if JSON can store it exactly and it fits ``max_bytes``; else raise ``InvalidPayload``.
+
+    Exactly: dicts with string keys, lists, strings without NUL characters
+    or lone surrogates, integers in the signed 64-bit range
+    (:data:`MIN_INT`..:data:`MAX_INT`), booleans, None and finite floats,
+    nested at most :data:`MAX_DEPTH` levels.  The error names the field (a
+    path such as ``items[3].name``) or the size.
+    """
+    json_size(value, what, max_bytes)
     return value
 
 
@@ -121,10 +253,6 @@ def unchanged_by(schema: Schema, data: Any) -> bool:
     return _fits(types, required, data)
 
 
-def _nul_free(value: dict[str, Any]) -> bool:
-    return not any(type(v) is str and _NUL in v for v in value.values())
-
-
 def load(schema: Schema, data: Any, what: str) -> Any:
     """``schema.load(data)``, raising ``InvalidPayload`` that names each bad field.
 
@@ -141,19 +269,23 @@ def load(schema: Schema, data: Any, what: str) -> Any:
         raise InvalidPayload(f"invalid {what}: {fields}", dict(messages)) from None
 
 
-def dump(schema: Schema, value: Any, what: str) -> Any:
-    """Serialize a loaded value with ``schema`` and check the result is JSON (a copy, unchecked, when
-    marshmallow could not change it: plain ints, bools and NUL-free strings are JSON)."""
-    if unchanged_by(schema, value) and _nul_free(value):
-        return dict(value)
+def dump(schema: Schema, value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Any:
+    """Serialize a loaded value with ``schema`` and check the result is JSON within ``max_bytes``.
+
+    When marshmallow could not change the value (:func:`unchanged_by`) it
+    is not called: a copy is checked instead.
+    """
+    if unchanged_by(schema, value):
+        return dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes)
     try:
         data = schema.dump(value)
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidPayload(f"cannot serialize {what}: {exc}") from None
-    return ensure_json(data, what)
+    return ensure_json(data, what, max_bytes)
 
 
-def dump_many(schema: Schema, values: Sequence[Any], what: str) -> list[Any]:
+def dump_many(schema: Schema, values: Sequence[Any], what: str,
+              max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> list[Any]:
     """:func:`dump` of each of ``values``, in order, with the schema's plan looked up once.
 
     The values marshmallow could change go through one ``schema.dump(...,
@@ -163,8 +295,8 @@ def dump_many(schema: Schema, values: Sequence[Any], what: str) -> list[Any]:
     out: list[Any] = []
     slow: list[int] = []
     for index, value in enumerate(values):
-        if _fits(types, required, value) and _nul_free(value):
-            out.append(dict(value))
+        if _fits(types, required, value):
+            out.append(dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes))
         else:
             out.append(None)
             slow.append(index)
@@ -174,5 +306,5 @@ def dump_many(schema: Schema, values: Sequence[Any], what: str) -> list[Any]:
         except (TypeError, ValueError, AttributeError) as exc:
             raise InvalidPayload(f"cannot serialize {what}: {exc}") from None
         for index, data in zip(slow, dumped, strict=True):
-            out[index] = ensure_json(data, what)
+            out[index] = ensure_json(data, what, max_bytes)
     return out

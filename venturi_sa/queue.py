@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
-from venturi_sa import added_jobs
+from venturi_sa import added_jobs, payloads
 from venturi_sa import enqueue as enqueueing
 from venturi_sa.binds import (
     is_async_session,
@@ -65,11 +65,16 @@ class Queue:
     commit) unless every queue of its models has ``notify=False``.  With
     ``check_added_jobs=True`` such a job is also checked at flush, raising
     the errors enqueue raises (an unknown kind, a payload failing its
-    schema) before anything is written.
+    schema) before anything is written.  ``max_payload_bytes`` (default 1 MiB)
+    bounds the JSON of each payload, carry, checkpoint, attachment and
+    result (``InvalidPayload`` naming the size; docs/tasks.md lists every bound).
     """
 
     def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
-                 check_added_jobs: bool = False) -> None:
+                 check_added_jobs: bool = False,
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
+        """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
         self.models = models
         self.registry = Registry(tuple(tasks))
         self.schedules = periodic.ScheduleSet(self.registry)
@@ -136,7 +141,7 @@ class Queue:
         raises ``InvalidOption``: use :meth:`enqueue`, whose merge needs the session.
         """
         return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
-                                    run_at=run_at, timeout=timeout)
+                                    run_at=run_at, timeout=timeout, max_bytes=self.max_payload_bytes)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
                 delay: timedelta | None = None, run_at: datetime | None = None,
@@ -183,7 +188,7 @@ class Queue:
         """
         checked = require_session(session, "enqueue_many")
         call = enqueueing.prepared(self.registry, tasks, priority=priority, delay=delay, run_at=run_at,
-                                   timeout=timeout, notify=self.notify)
+                                   timeout=timeout, notify=self.notify, max_bytes=self.max_payload_bytes)
         if ids_only and not self.enqueue_hooks:
             return enqueueing.enqueue_ids(self.models, checked, call)
         jobs = enqueueing.enqueue_many(self.models, checked, call)
@@ -395,7 +400,8 @@ class Queue:
              actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
         """Change a pending job's priority, run time or payload (schema-validated); journaled."""
         return runtime.edit(self.models, self.registry, require_engine(engine, "edit"), job_id, priority=priority,
-                            run_at=run_at, delay=delay, run_now=run_now, payload=payload, note=note, actor=actor)
+                            run_at=run_at, delay=delay, run_now=run_now, payload=payload, note=note, actor=actor,
+                            max_payload_bytes=self.max_payload_bytes)
 
     def retry_now(self, engine: Engine, job_id: str, note: str | None = None, *,
                   actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
@@ -435,7 +441,7 @@ class Queue:
         """:meth:`edit` on an ``AsyncEngine``."""
         return await _on_sync_engine(engine, "edit_async", lambda e: runtime.edit(
             self.models, self.registry, e, job_id, priority=priority, run_at=run_at, delay=delay, run_now=run_now,
-            payload=payload, note=note, actor=actor))
+            payload=payload, note=note, actor=actor, max_payload_bytes=self.max_payload_bytes))
 
     async def explain_async(self, engine: AsyncEngine, job_id: str) -> Explanation:
         """:meth:`explain` on an ``AsyncEngine``."""

@@ -31,7 +31,7 @@ from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.control import PATTERN_MARK, CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import NOTE_LIMIT, Runner
-from venturi_sa.task import KIND_PATTERN, Registry, check_priority
+from venturi_sa.task import KIND_PATTERN, Registry, Task, check_delay, check_priority, check_run_at
 
 DEFAULT_ACTOR = "operator"
 
@@ -169,10 +169,8 @@ def pause(models: Models, engine: sa.Engine, kind: str, *, reason: str | None = 
     check_pause_kind(kind)
     if until is not None and delay is not None:
         raise InvalidOption("pause takes until= or delay=, not both")
-    if until is not None and (not isinstance(until, datetime) or until.utcoffset() is None):
-        raise InvalidOption(f"until must be a timezone-aware datetime, got {until!r}")
-    if delay is not None and (not isinstance(delay, timedelta) or delay <= timedelta(0)):
-        raise InvalidOption(f"delay must be a positive timedelta, got {delay!r}")
+    check_run_at(until, "until", past=False)
+    check_delay(delay, positive=True)
     params = PauseParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor,
                                  reason=check_text(reason, "reason"), until=until, delay=delay)
     with short_transaction(models, engine) as session:
@@ -208,30 +206,35 @@ def pauses(models: Models, engine: sa.Engine, *, in_force_only: bool = True) -> 
 
 
 # -- edits of pending jobs -------------------------------------------------------------------------------
-def _stored_payload(registry: Registry, kind: str, payload: Any) -> Any:
+def _stored_payload(registry: Registry, kind: str, payload: Any, max_bytes: int) -> Any:
     if kind not in registry:
         raise UnknownKind(f"cannot edit the payload of a {kind!r} job: its task type is not registered in "
                           "this queue, so the new payload cannot be validated")
     task_type = registry.get(kind)
-    return task_type.from_stored(payloads.ensure_json(payload, "payload")).stored_payload()
+    what = f"payload of {kind!r}"
+    task = task_type.from_stored(payloads.ensure_json(payload, what, max_bytes))
+    if task_type.stored_payload is Task.stored_payload:
+        return payloads.dump(task_type.payload_schema, task.payload, what, max_bytes)
+    return payloads.ensure_json(task.stored_payload(), what, max_bytes)
 
 
 def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, priority: int | None = None,
          run_at: datetime | None = None, delay: timedelta | None = None, run_now: bool = False,
-         payload: Any = None, note: str | None = None, actor: str = DEFAULT_ACTOR) -> JobInfo:
+         payload: Any = None, note: str | None = None, actor: str = DEFAULT_ACTOR,
+         max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> JobInfo:
     """Change a pending job's priority, when it runs, or its payload (validated by its task's schema).
 
     One transaction: the row is locked, checked to be ``pending`` and changed,
     and one journal row lists the changes.  Raises ``InvalidTransition`` for
     a claimed or terminal job (nothing written), ``JobNotFound``,
-    ``InvalidPayload``/``InvalidOption`` for bad values.
+    ``InvalidPayload``/``InvalidOption`` for bad values (checked as enqueue
+    checks them: a payload over ``max_payload_bytes``, a ``delay`` or
+    ``run_at`` out of range; docs/tasks.md lists the bounds).
     """
     if (run_at is not None) + (delay is not None) + bool(run_now) > 1:
         raise InvalidOption("give one of run_at=, delay= and run_now=True")
-    if run_at is not None and (not isinstance(run_at, datetime) or run_at.utcoffset() is None):
-        raise InvalidOption(f"run_at must be a timezone-aware datetime, got {run_at!r}")
-    if delay is not None and (not isinstance(delay, timedelta) or delay < timedelta(0)):
-        raise InvalidOption(f"delay must be a non-negative timedelta, got {delay!r}")
+    check_run_at(run_at)
+    check_delay(delay)
     tier = int(check_priority(priority)) if priority is not None else None
     changes = []
     if tier is not None:
@@ -251,7 +254,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
         found = backend.job_row(session, JobParams(job_id=job_id))
         if found is None:
             raise job_not_found(models, job_id)
-        stored = _stored_payload(registry, found.kind, payload) if payload is not None else None
+        stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
         params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,
                                     visible_now=run_now, payload=stored, set_payload=payload is not None,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,9 +20,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-from venturi_sa.errors import UnsupportedIsolation
+from venturi_sa.errors import InvalidPayload, UnsupportedIsolation
 from venturi_sa.models import JobBase, Models
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage.faults import sqlstate
 
 # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
 DEDUP_ISOLATIONS = ("read committed", "read uncommitted")
@@ -170,10 +172,47 @@ def record_merges(models: Models, session: Session, params: RecordMergesParams) 
                                 outcome=Outcome.MERGED.value, note=note)
             for note in merge.notes
         )
-    session.flush()
+    with _guarded("a merged payload"):
+        session.flush()
 
 
 _INSERTS: dict[tuple[Any, ...], Any] = {}
+
+_REFUSED_DATA = ("22", "54")  # SQLSTATE classes: data exception, program limit exceeded
+
+
+def _primary(error: BaseException) -> str:
+    """The database's one-line message, cut before any quoted value (values may be payload)."""
+    text = getattr(getattr(error, "diag", None), "message_primary", None)
+    if not isinstance(text, str) or not text:
+        lines = str(error).splitlines()
+        text = lines[0] if lines else type(error).__name__
+    return text.split('"', 1)[0].rstrip(": ")[:200]
+
+
+@contextmanager
+def _guarded(what: str) -> Iterator[None]:
+    """Run an enqueue write so that no database error carries the job rows into its message.
+
+    A data error (SQLSTATE class 22 or 54: a value the database refuses)
+    becomes ``InvalidPayload``; any other driver error is raised again as
+    the same SQLAlchemy class with its parameters hidden.  The caller's
+    transaction is failed either way: roll it back.
+    """
+    try:
+        yield
+    except sa.exc.DBAPIError as exc:
+        if exc.orig is None:
+            raise
+        code = sqlstate(exc) or ""
+        if code[:2] in _REFUSED_DATA:
+            raise InvalidPayload(f"the database refused {what} (SQLSTATE {code}: {_primary(exc.orig)}); "
+                                 "this enqueue wrote nothing: roll the transaction back") from None
+        if exc.hide_parameters:
+            raise
+        raise type(exc)(exc.statement, exc.params, exc.orig, hide_parameters=True,
+                        connection_invalidated=exc.connection_invalidated, code=exc.code,
+                        ismulti=exc.ismulti) from None
 
 
 def enqueue_time() -> Any:
@@ -296,9 +335,13 @@ def insert_jobs(models: Models, session: Session, params: InsertParams) -> list[
                "dedup_key": new.dedup_key, "run_at": params.run_at, "delay": params.delay or timedelta(0)}
         if params.notify_channel:
             one["channel"] = params.notify_channel
-        return list(session.scalars(_insert_one_returning_job(models, bool(params.notify_channel)), one))
+        session.flush()  # the session's own pending changes, outside the guard: their errors are theirs
+        with _guarded("the new job"):
+            return list(session.scalars(_insert_one_returning_job(models, bool(params.notify_channel)), one))
     ids, values = _values(params)
-    by_id = {job.id: job for job in session.scalars(_insert_returning_jobs(models), values)}
+    session.flush()
+    with _guarded("the new jobs"):
+        by_id = {job.id: job for job in session.scalars(_insert_returning_jobs(models), values)}
     return [by_id[job_id] for job_id in ids]
 
 
@@ -312,7 +355,8 @@ def insert_rows(models: Models, session: Session, params: InsertParams) -> None:
     """
     _, values = _values(params)
     # The session's connection, not session.execute: a Core statement there would autoflush.
-    session.connection(bind_arguments={"mapper": sa.inspect(models.Job)}).execute(_insert(models), values)
+    with _guarded("the new jobs"):
+        session.connection(bind_arguments={"mapper": sa.inspect(models.Job)}).execute(_insert(models), values)
 
 
 __all__ = [

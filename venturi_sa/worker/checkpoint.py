@@ -52,10 +52,15 @@ class Checkpointer:
         self.begin = begin
 
     def write(self, ctx: JobContext, carry: Any, note: str | None) -> None:
-        """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success."""
-        stored = payloads.dump(self.carry_schema, carry, "checkpoint carry") if (
+        """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success.
+
+        A carry that is not JSON or is over ``ctx.max_payload_bytes`` raises
+        ``InvalidPayload`` before anything is written.
+        """
+        bound = ctx.max_payload_bytes
+        stored = payloads.dump(self.carry_schema, carry, "checkpoint carry", bound) if (
             self.carry_schema is not None and carry is not None) else carry
-        stored = payloads.ensure_json(stored, "checkpoint carry")
+        stored = payloads.ensure_json(stored, "checkpoint carry", bound)
         written = True
         if self.backend is not None and self.begin is not None:
             backend, params = self.backend, CheckpointParams(fence=self.fence, carry=stored)

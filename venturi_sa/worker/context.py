@@ -37,8 +37,11 @@ class JobContext:
 
     def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],
                  log: logging.LoggerAdapter[logging.Logger] | None = None,
-                 open_async_session: Callable[[], AsyncSession] | None = None) -> None:
+                 open_async_session: Callable[[], AsyncSession] | None = None, *,
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
         self._job = job
+        self.max_payload_bytes = max_payload_bytes
+        """The queue's ``max_payload_bytes``: the bound on this run's attachment, checkpoints, carry and result."""
         self._open_session = open_session
         self._open_async_session = open_async_session
         self._session: Session | None = None
@@ -127,7 +130,8 @@ class JobContext:
 
     def fresh(self) -> JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
-        ctx = JobContext(self._job, self._job.carry, self._open_session, self._log, self._open_async_session)
+        ctx = JobContext(self._job, self._job.carry, self._open_session, self._log, self._open_async_session,
+                         max_payload_bytes=self.max_payload_bytes)
         ctx._lease_lost = self._lease_lost
         ctx._cancel = self._cancel
         ctx.checkpointer = self.checkpointer
@@ -213,5 +217,9 @@ class JobContext:
         return self._cancel.mark(note)
 
     def set_attachment(self, obj: Any) -> None:
-        """Store ``obj`` (JSON) on this run's journal entry; raises ``InvalidPayload`` if not JSON."""
-        self.attachment = payloads.ensure_json(obj, "attachment")
+        """Store ``obj`` (JSON) on this run's journal entry (written with the outcome).
+
+        Raises ``InvalidPayload`` if it is not JSON or is over the queue's
+        ``max_payload_bytes``; the attachment is then unchanged.
+        """
+        self.attachment = payloads.ensure_json(obj, "attachment", self.max_payload_bytes)
