@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
+from venturi_sa.storage.faults import is_unavailable
 from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -196,3 +197,25 @@ def test_wrong_credentials_or_database_exit_at_once_with_one_line(
     expected = "password authentication failed" if what == "wrong password" else "does not exist"
     assert expected in lines[0], lines
     assert took < 15, f"took {took:.1f}s: it waited"
+
+
+@pytest.mark.parametrize(("message", "unavailable"), [
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  the database system is starting up', True),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  the database system is shutting down', True),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: Connection refused\n\tIs the server running?', True),
+    ('connection to server on socket "/run/postgresql/.s.PGSQL.5432" failed: No such file or directory', True),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: timeout expired', True),
+    ("server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally", True),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  sorry, too many clients already', True),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  password authentication failed for '
+     'user "app"', False),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  database "shop" does not exist', False),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  role "app" does not exist', False),
+    ('connection to server at "db" (10.0.0.5), port 5432 failed: FATAL:  no pg_hba.conf entry for host', False),
+    ('could not translate host name "dbb" to address: Name or service not known', False),
+])
+def test_connection_failures_without_a_sqlstate_are_told_apart_by_libpqs_message(message: str,
+                                                                                 unavailable: bool) -> None:
+    """psycopg2 raises connection failures with no SQLSTATE: only the message tells a restart from a typo."""
+    error = sa.exc.OperationalError("connect", {}, psycopg2.OperationalError(message))
+    assert is_unavailable(error) is unavailable
