@@ -154,8 +154,9 @@ class Supervisor:
         """Start the children and supervise them until every one has exited; returns how many were restarted.
 
         Installs SIGTERM/SIGINT handlers when called on the main thread (restored on return).
-        If anything raises meanwhile, every child is stopped, then killed
-        (:meth:`_end_children`), before the error propagates.
+        If anything raises meanwhile, every child gets SIGTERM and
+        ``stop_timeout`` seconds to drain, those still alive are killed, and
+        all are reaped before the error propagates.
         """
         restore = self._install_signals()
         restarts = 0
