@@ -14,14 +14,16 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
-from venturi_sa.cli.connect import NO_DSN, check_schema, opened
-from venturi_sa.cli.failures import CliError, CliUsageError
+from venturi_sa.cli.connect import NO_DSN, check_schema, make_engine, normalize_dsn, shown
+from venturi_sa.cli.failures import CliError, CliUsageError, first_line
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
 from venturi_sa.errors import VenturiError
 from venturi_sa.worker.app import WorkerApp, as_worker_app
 from venturi_sa.worker.joblog import RunContextFilter
+from venturi_sa.worker.lifecycle import CONNECT_TIMEOUT, DatabaseUnavailable, wait_for_database
 
 F = TypeVar("F", bound=Callable[..., Any])
 LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s"
@@ -77,11 +79,22 @@ def split_kinds(value: str | None) -> list[str] | None:
 
 
 @contextmanager
-def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency: int) -> Iterator[Any]:
-    """``--dsn`` (or ``VENTURI_DSN``) if given, else the app's engine; checked to be migrated."""
+def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency: int,
+               connect_timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
+    """``--dsn`` (or ``VENTURI_DSN``) if given, else the app's engine; reached, and checked to be migrated.
+
+    A server that is starting, stopping or unreachable is waited for (logged
+    once) for at most ``connect_timeout`` seconds; then, or at once for any
+    other failure (wrong credentials, an unknown database), one-line ``CliError``.
+    """
     if dsn:
-        with opened(dsn, prefix, concurrency=concurrency) as engine:
+        engine = make_engine(normalize_dsn(dsn), concurrency)
+        try:
+            reach(engine, connect_timeout)
+            check_schema(engine, prefix)
             yield engine
+        finally:
+            engine.dispose()
         return
     try:
         app_engine = worker_app.get_engine()
@@ -89,8 +102,20 @@ def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency:
         raise CliError(str(exc)) from None
     if app_engine is None:
         raise CliError(NO_DSN + " (or give APP an engine: venturi_sa.WorkerApp(queue, engine=...))")
-    check_schema(app_engine if isinstance(app_engine, Engine) else app_engine.sync_engine, prefix)
+    sync_engine = app_engine if isinstance(app_engine, Engine) else app_engine.sync_engine
+    reach(sync_engine, connect_timeout)
+    check_schema(sync_engine, prefix)
     yield app_engine
+
+
+def reach(engine: Engine, connect_timeout: float) -> None:
+    """Connect once, waiting up to ``connect_timeout`` s for an unavailable server; one-line ``CliError`` if not."""
+    try:
+        wait_for_database(lambda: engine.connect().close(), timeout=connect_timeout)
+    except DatabaseUnavailable as exc:
+        raise CliError(f"cannot connect to {shown(engine.url)}: {exc}") from None
+    except SQLAlchemyError as exc:
+        raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
 
 
 def worker_options(fn: F) -> F:
@@ -104,6 +129,10 @@ def worker_options(fn: F) -> F:
                      help="Longest idle sleep in seconds between claim attempts."),
         click.option("--grace", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
                      help="Seconds running jobs get to finish on SIGTERM/SIGINT before they are released."),
+        click.option("--connect-timeout", type=click.FloatRange(0, 86400), default=CONNECT_TIMEOUT,
+                     show_default=True,
+                     help="Seconds to wait at start for a database that is starting, stopping or unreachable "
+                          "(wrong credentials or an unknown database fail at once)."),
         click.option("--no-listen", is_flag=True,
                      help="Do not LISTEN for new jobs; poll only (e.g. behind PgBouncer in transaction mode)."),
         click.option("--worker-id", metavar="ID", help="Name recorded in claimed_by (default: host:pid)."),
@@ -138,17 +167,19 @@ def _given(worker_app: WorkerApp, values: dict[str, Any], typed_names: set[str] 
 
 def run_worker(worker_app: WorkerApp, *, dsn: str | None, kinds: str | None, concurrency: int,
                poll_interval: float, grace: float, no_listen: bool, worker_id: str | None,
-               metrics_port: int | None, verbose: int, typed: set[str] | None = None) -> None:
+               metrics_port: int | None, verbose: int, typed: set[str] | None = None,
+               connect_timeout: float = CONNECT_TIMEOUT) -> None:
     """Build the app's worker from the command line's options and run it until it stops.
 
     ``typed``: the options typed on the command line (default: read from the
     current click context), which win over the app's own options.
     """
     prefix = worker_app.queue.prefix
-    with engine_for(worker_app, dsn, prefix, concurrency) as engine:  # one line on stderr if not migrated
-        setup_logging(verbose)
+    setup_logging(verbose)  # before the start-up wait, which logs once
+    with engine_for(worker_app, dsn, prefix, concurrency, connect_timeout) as engine:  # one line if it fails
         options = _given(worker_app, {"concurrency": concurrency, "poll_interval": poll_interval, "grace": grace,
-                                      "no_listen": no_listen, "worker_id": worker_id}, typed)
+                                      "no_listen": no_listen, "worker_id": worker_id,
+                                      "connect_timeout": connect_timeout}, typed)
         if metrics_port is not None:
             from venturi_sa.metrics import PrometheusMetrics, serve
 
@@ -174,9 +205,10 @@ def supervise(app: str, processes: int, options: dict[str, Any]) -> None:
     from venturi_sa.worker.supervisor import Supervisor
 
     worker_app = load_app(app)
-    with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1):  # one line if not migrated
-        pass
     setup_logging(options.get("verbose", 0))
+    with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1,
+                    float(options.get("connect_timeout", CONNECT_TIMEOUT))):  # one line if it fails
+        pass
     target = functools.partial(_child, app, options, typed_options())
     Supervisor(target, processes, stop_timeout=float(options.get("grace", 30.0)) + 60.0).run()
 
@@ -193,7 +225,9 @@ def worker(app: str, processes: int, **options: Any) -> None:
     the worker's hooks: then --dsn is optional), a Flask app with the
     venturi extension, or a function of no arguments returning one.
 
-    SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
+    A database that is starting, stopping or unreachable is waited for,
+    up to --connect-timeout seconds; wrong credentials or an unknown
+    database fail at once.  SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
     not migrated to this venturi's version.  With --processes N, a

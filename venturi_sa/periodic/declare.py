@@ -1,9 +1,10 @@
 """Declaring schedules in code: ``queue.schedule(...)`` and ``schedule = ...`` on a task type.
 
 Every declaration is validated when it is made: an invalid cron expression,
-an unknown time zone, a kind the queue does not know, a payload failing its
-schema (checked when the task is built), a bad policy or a duplicate name
-raises ``InvalidOption`` / ``UnknownKind`` / ``InvalidPayload`` naming it, and
+one with no next fire time (``0 0 30 2 *``, February 30), an unknown time
+zone, a kind the queue does not know, a payload failing its schema (checked
+when the task is built), a bad policy or a duplicate name raises
+``InvalidOption`` / ``UnknownKind`` / ``InvalidPayload`` naming it, and
 nothing is recorded.  Declarations touch no database: workers reconcile
 them with the ``<prefix>_schedules`` table when they start
 (:mod:`venturi_sa.periodic.reconcile`).
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from venturi_sa.errors import InvalidOption
+from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.periodic.policies import CatchUp, check_overlap, parse_catch_up
 from venturi_sa.periodic.timing import Cron, Every, Timing, load_zone
 from venturi_sa.task import Task, check_priority
@@ -72,10 +73,21 @@ def build(task: Task, *, cron: str | None = None, every: timedelta | None = None
     if not isinstance(chosen, str) or not chosen.strip() or len(chosen) > MAX_NAME:
         raise InvalidOption(f"schedule name must be a non-empty string of at most {MAX_NAME} characters, "
                             f"got {name!r}")
+    if cron is not None:
+        _check_fires(chosen, cron.strip(), timing)
     return Schedule(
         name=chosen, kind=kind, payload=task.stored_payload(),
         priority=int(check_priority(priority if priority is not None else type(task).priority)),
         timing=timing, tz=zone, catch_up=parse_catch_up(catch_up), overlap=check_overlap(overlap))
+
+
+def _check_fires(name: str, expression: str, timing: Timing) -> None:
+    """``InvalidOption`` naming the schedule if ``expression`` has no next fire time (e.g. February 30)."""
+    try:
+        timing.after(datetime.now(timezone.utc))
+    except (ValueError, VenturiError) as exc:  # croniter's CroniterBadDateError is a ValueError
+        raise InvalidOption(f"schedule {name!r}: cron expression {expression!r} has no next fire time "
+                            f"(it matches no date: {exc})") from None
 
 
 def from_task_type(task_type: type[Task]) -> list[Schedule]:

@@ -22,13 +22,21 @@ rolls the transaction back and frees the row lock); the schedule is still
 due and the next worker fires it.  After the commit the fire time is done
 for everyone.  The claim statement is unchanged: fired jobs are ordinary
 ``pending`` rows.
+
+One schedule's fault is its own: a schedule that cannot be fired (a stored
+time zone this machine lacks, a cron expression that matches no date, a
+row another service stored that this version cannot read) is rolled back,
+logged at ERROR and left due; the :class:`Firer` then skips it for a
+back-off that doubles from :data:`FAIL_BACKOFF` up to
+:data:`MAX_FAIL_BACKOFF` seconds, while the other schedules keep firing.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +60,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("venturi_sa.periodic")
 ISOLATION = "READ COMMITTED"
 DEFER_POLL = 1.0  # seconds between looks at a schedule waiting for its previous job (overlap="queue")
+FAIL_BACKOFF = 1.0  # seconds a schedule that failed to fire is skipped for, doubled at each failure in a row
+MAX_FAIL_BACKOFF = 300.0
 
 
 class ScheduleMoved(VenturiError):
@@ -66,6 +76,7 @@ class Fired:
     fires: list[tuple[datetime, str]] = field(default_factory=list)  # (fire time, job id)
     skipped: int = 0
     deferred: bool = False
+    failed: str | None = None  # why the fire was rolled back (the schedule stays due), if it was
 
 
 def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, notify: str | None) -> Fired:
@@ -115,20 +126,23 @@ def _channel(queue: Queue) -> str | None:
     return queue.models.names.channel if queue.notify else None
 
 
-def fire_due(queue: Queue, engine: sa.Engine) -> list[Fired]:
-    """Fire every schedule of ``queue`` due now, one transaction each; returns what each did.
+def fire_due(queue: Queue, engine: sa.Engine, *, skip: Collection[str] = ()) -> list[Fired]:
+    """Fire every schedule of ``queue`` due now but those named in ``skip``, one transaction each.
 
+    Returns what each transaction did.
     Each schedule is fired at most once per call, so the call ends (and its
     results can be reported) even when schedules come due again as fast as
     they are fired; fire times one transaction did not take (a catch-up
     longer than a batch) are left due for the next call.  A fire that fails
-    is rolled back, logged with the reason and left due for the next pass;
-    the others go on.  Transient database errors (the server gone) are
-    raised for the caller to back off.
+    is rolled back, logged at ERROR with the reason, reported with
+    :attr:`Fired.failed` and left due for the next pass, whatever the error
+    (a bad stored time zone or cron expression included); the others go on.
+    Transient database errors (the server gone), and any error raised before
+    a schedule was locked, are raised for the caller to back off.
     """
     backend, sessions, notify = backend_for(queue.models), _sessions(engine), _channel(queue)
     results: list[Fired] = []
-    passed: list[str] = []  # handled in this call: not locked again
+    passed: list[str] = list(skip)  # handled in this call, or skipped: not locked again
     while True:
         name = "?"
         try:
@@ -139,15 +153,27 @@ def fire_due(queue: Queue, engine: sa.Engine) -> list[Fired]:
                 name = due.row.name
                 result = _fire_locked(backend, session, due, notify)
         except SQLAlchemyError as exc:
-            if is_transient(exc):
+            if is_transient(exc) or name == "?":
                 raise
-            logger.error("schedule %s: the fire could not be inserted: %s", name, str(exc).splitlines()[0])
-            result = Fired(name, deferred=True)
+            result = _failed(name, "the fire could not be inserted", exc)
         except ScheduleMoved as exc:
             logger.warning("%s; it stays due", exc)
             result = Fired(name, deferred=True)
+        except Exception as exc:
+            if name == "?":  # nothing locked: not one schedule's fault
+                raise
+            result = _failed(name, "cannot be fired", exc)
         passed.append(result.name)
         results.append(result)
+
+
+def _failed(name: str, what: str, exc: Exception) -> Fired:
+    """Log one schedule's failed fire at ERROR (traceback at DEBUG); the report of it."""
+    lines = str(exc).splitlines()
+    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    logger.error("schedule %s: %s (%s); it stays due, the other schedules go on", name, what, reason)
+    logger.debug("schedule %s: the fire's error", name, exc_info=exc)
+    return Fired(name, deferred=True, failed=reason)
 
 
 def run_now(queue: Queue, engine: sa.Engine, name: str) -> str:
@@ -189,7 +215,10 @@ class Firer(threading.Thread):
     It sleeps until the soonest next fire time (read on the database clock,
     at most ``poll_interval``; :data:`DEFER_POLL` while a schedule waits for
     its previous job).  ``on_event`` gets ``schedule_fired`` and
-    ``schedule_skipped`` with ``{"queue", "schedule", "count"}``.  A queue
+    ``schedule_skipped`` with ``{"queue", "schedule", "count"}``.  A
+    schedule whose fire failed is skipped for a back-off (see the module
+    docstring); no error ends the thread before ``stopping``: each is
+    logged at ERROR and the pass is tried again.  A queue
     declaring no schedules is reconciled (the stored schedules of its kinds
     are marked removed; those of kinds it does not register are left alone)
     and the thread ends.
@@ -204,6 +233,7 @@ class Firer(threading.Thread):
         self.poll_interval = poll_interval
         self.on_event = on_event
         self.passes = 0
+        self._backoff: dict[str, tuple[float, float]] = {}  # failed schedule -> (retry at, monotonic; delay)
 
     def run(self) -> None:
         from venturi_sa.periodic.reconcile import reconcile
@@ -216,6 +246,8 @@ class Firer(threading.Thread):
             except SQLAlchemyError as exc:
                 logger.error("schedules of queue %s could not be reconciled: %s", self.queue.prefix,
                              str(exc).splitlines()[0])
+            except Exception:
+                logger.exception("schedules of queue %s could not be reconciled; trying again", self.queue.prefix)
             self.stopping.wait(delay)
             delay = min(delay * 2, self.poll_interval)
         if not self.queue.schedules:
@@ -225,13 +257,19 @@ class Firer(threading.Thread):
 
     def _pass(self) -> float:
         """One firing pass; returns how long to sleep."""
+        now = time.monotonic()
+        skip = [name for name, (retry_at, _) in self._backoff.items() if now < retry_at]
         try:
-            results = fire_due(self.queue, self.engine)
+            results = fire_due(self.queue, self.engine, skip=skip)
             for result in results:
                 self._report(result)
             soonest = seconds_until_due(self.queue, self.engine)
         except SQLAlchemyError as exc:
             logger.error("schedules could not be fired (%s); trying again", str(exc).splitlines()[0])
+            return self.poll_interval
+        except Exception:
+            logger.exception("schedules of queue %s could not be fired; trying again in %.1fs", self.queue.prefix,
+                             self.poll_interval)
             return self.poll_interval
         finally:
             self.passes += 1
@@ -242,6 +280,12 @@ class Firer(threading.Thread):
         return max(0.005, min(self.poll_interval, soonest))
 
     def _report(self, result: Fired) -> None:
+        if result.failed is not None:
+            _, previous = self._backoff.get(result.name, (0.0, 0.0))
+            delay = min(MAX_FAIL_BACKOFF, max(FAIL_BACKOFF, previous * 2))
+            self._backoff[result.name] = (time.monotonic() + delay, delay)
+        else:
+            self._backoff.pop(result.name, None)
         for event, count in (("schedule_fired", len(result.fires)), ("schedule_skipped", result.skipped)):
             if count and self.on_event is not None:
                 try:
@@ -253,4 +297,5 @@ class Firer(threading.Thread):
                         result.skipped)
 
 
-__all__ = ["DEFER_POLL", "Fired", "Firer", "ScheduleMoved", "fire_due", "run_now", "seconds_until_due"]
+__all__ = ["DEFER_POLL", "FAIL_BACKOFF", "MAX_FAIL_BACKOFF", "Fired",
+           "Firer", "ScheduleMoved", "fire_due", "run_now", "seconds_until_due"]

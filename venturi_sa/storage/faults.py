@@ -4,6 +4,10 @@ A *transient* error says nothing about the statement itself: the connection
 broke, the server is restarting, a lock or a deadlock got in the way, a
 privilege was briefly missing.  Retrying the same write later may succeed.
 Anything else (a data or programming error) will fail again the same way.
+
+An *unavailable* server (:func:`is_unavailable`) is the narrower case a
+starting worker waits for: the server is starting, stopping or cannot be
+reached.  Wrong credentials or an unknown database are not: no wait fixes them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,45 @@ def is_transient(error: BaseException) -> bool:
     if code is None:
         return False
     return code in _TRANSIENT_CODES or code[:2] in _TRANSIENT_CLASSES
+
+
+# SQLSTATEs of a server that is starting, stopping or cannot take the connection now.
+_UNAVAILABLE_CODES = frozenset({
+    "57P01",  # admin_shutdown: terminating connection due to administrator command
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now: the database system is starting up / shutting down / in recovery
+    "53300",  # too_many_connections: every slot is taken for now
+})
+# libpq's wording, for connection failures raised with no SQLSTATE (psycopg2 and psycopg at connect
+# time).  What the server rejected on purpose is looked for first: the same message holds both parts.
+_REFUSED_ON_PURPOSE = ("authentication failed", "no pg_hba.conf entry", "does not exist", "permission denied",
+                       "password is required", "server does not support ssl", "invalid dsn",
+                       "invalid connection option", "could not translate host name")
+_UNAVAILABLE_WORDING = ("the database system is", "connection refused", "no such file or directory",
+                        "timeout expired", "timed out", "server closed the connection unexpectedly",
+                        "terminating connection", "could not receive data", "could not send data",
+                        "network is unreachable", "no route to host", "too many clients",
+                        "connection slots are reserved", "temporary failure in name resolution",
+                        "connection reset", "broken pipe")
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """True if ``error`` says the server is starting, stopping or unreachable (a wait may outlive it).
+
+    By SQLSTATE where there is one (57P01-03, 53300, class 08); else by the
+    driver's message, or an ``OSError`` underneath (asyncpg).  Wrong credentials,
+    an unknown database or role, and a host name that does not resolve are not.
+    """
+    code = sqlstate(error)
+    if code is not None:
+        return code in _UNAVAILABLE_CODES or code.startswith("08")
+    orig = getattr(error, "orig", None) or error
+    if isinstance(orig, OSError) or isinstance(orig.__cause__, OSError):
+        return True
+    message = " ".join(str(orig).lower().split())
+    if any(words in message for words in _REFUSED_ON_PURPOSE):
+        return False
+    return any(words in message for words in _UNAVAILABLE_WORDING)
 
 
 def is_undefined_table(error: BaseException) -> bool:

@@ -1,7 +1,10 @@
 """Starting and stopping a worker: schema check, threads, signals, drain, release, joins.
 
 Start refuses an unmigrated queue (``SchemaNotMigrated``) before any thread
-exists.  Stop: no new claims; running jobs get the grace period; then every
+exists.  A server that is starting, stopping or unreachable at start is
+waited for, for at most the worker's ``connect_timeout``
+(:func:`wait_for_database`); wrong credentials or an unknown database raise
+at once.  Stop: no new claims; running jobs get the grace period; then every
 run still queued or running is released (``released``, no failure counted;
 a queued run's handler never starts; a running ``async def`` handler is
 cancelled and waited for before its release is written), every outcome
@@ -17,17 +20,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 import alembic_venturi
 from venturi_sa.binds import is_async_engine
-from venturi_sa.storage.faults import is_transient
+from venturi_sa.errors import VenturiError
+from venturi_sa.storage.faults import is_unavailable
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.engines import Connections
-from venturi_sa.worker.executor import exception_note
 from venturi_sa.worker.executors import Executors
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
@@ -39,28 +42,67 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("venturi_sa.worker")
 JOIN_TIMEOUT = 10.0
+CONNECT_TIMEOUT = 60.0  # seconds a starting worker waits for an unavailable server (``connect_timeout``)
+T = TypeVar("T")
 
 
-def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max_backoff: float = 5.0) -> bool:
-    """Raise ``SchemaNotMigrated`` unless queue ``prefix``'s tables are at this venturi's head.
+class DatabaseUnavailable(VenturiError):
+    """The server stayed unavailable (starting, stopping, unreachable) for the whole start-up wait."""
 
-    While the database cannot be reached, waits for it (capped backoff,
-    logged once); returns False if ``stopping`` was set meanwhile.
+
+def error_line(exc: BaseException) -> str:
+    """The first line of a database error's message, whitespace folded (driver text, no SQLAlchemy trailer)."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return " ".join(text.splitlines()[0].split()) if text else type(exc).__name__
+
+
+def wait_for_database(attempt: Callable[[], T], *, timeout: float, stopping: threading.Event | None = None,
+                      max_backoff: float = 5.0) -> T | None:
+    """``attempt()``, retried while it fails because the server is unavailable; its result.
+
+    An error that says the server is starting, stopping or unreachable
+    (:func:`~venturi_sa.storage.faults.is_unavailable`) is logged once at
+    ERROR and retried with a backoff from 0.25 s doubling up to
+    ``max_backoff``; after ``timeout`` seconds ``DatabaseUnavailable`` (from
+    the last error) is raised.  Any other error (wrong credentials, an
+    unknown database) is raised at once.  None if ``stopping`` was set while
+    waiting.
     """
-    delay = 0.25
+    stopping = stopping if stopping is not None else threading.Event()
+    deadline, delay, logged = time.monotonic() + timeout, 0.25, False
     while True:
         try:
-            conns.connect(lambda conn: alembic_venturi.check_current(conn, prefix))
-            return True
+            return attempt()
         except SQLAlchemyError as exc:
-            if not is_transient(exc):
+            if not is_unavailable(exc):
                 raise
-            if delay == 0.25:
-                logger.error("cannot reach the database at start (%s); waiting for it",
-                             exception_note(exc).splitlines()[0])
-        if stopping.wait(delay):
-            return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DatabaseUnavailable(f"the database is still unavailable after {timeout:g}s: "
+                                          f"{error_line(exc)}") from exc
+            if not logged:
+                logger.error("cannot reach the database at start (%s); waiting up to %gs for it",
+                             error_line(exc), timeout)
+                logged = True
+        if stopping.wait(min(delay, max(left, 0.0))):
+            return None
         delay = min(delay * 2, max_backoff)
+
+
+def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max_backoff: float = 5.0,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> bool:
+    """Raise ``SchemaNotMigrated`` unless queue ``prefix``'s tables are at this venturi's head.
+
+    While the server is starting, stopping or unreachable, waits for it
+    (:func:`wait_for_database`: logged once, at most ``connect_timeout``
+    seconds, then ``DatabaseUnavailable``); any other database error is
+    raised at once.  Returns False if ``stopping`` was set meanwhile.
+    """
+    def check() -> bool:
+        conns.connect(lambda conn: alembic_venturi.check_current(conn, prefix))
+        return True
+
+    return wait_for_database(check, timeout=connect_timeout, stopping=stopping, max_backoff=max_backoff) is True
 
 
 def listener(engine: sa.Engine | AsyncEngine, channel: str, wake: threading.Event, stopping: threading.Event,

@@ -18,14 +18,33 @@ leases), and a dead child's claims are recovered like any crashed worker's.
   Ctrl-C reaches them once, through the supervisor.  Children still alive
   ``stop_timeout`` seconds after the first signal are killed (their claims
   then expire and are recovered).
+* A child that cannot be started (``fork``/``exec`` failing with ``EAGAIN``
+  or ``ENOMEM``: any ``OSError``) counts as a death: its slot is tried
+  again after the same backoff.
+* If anything else raises in :meth:`Supervisor.run` (a bug, ``KeyboardInterrupt``),
+  the supervisor stops every child (SIGTERM, ``stop_timeout`` seconds to
+  drain), kills those still alive, then raises.
+* A child ends when the supervisor dies, even by SIGKILL.  On Linux the
+  child asks the kernel for SIGTERM when its parent dies
+  (``prctl(PR_SET_PDEATHSIG)``, through ctypes; the parent is the thread that
+  called :meth:`Supervisor.run`, alive as long as the children are); everywhere,
+  a daemon thread of the child polls ``os.getppid()`` once a second and, once
+  the parent is gone, sends the child SIGTERM itself where the kernel did not.
+  Either way the child's worker drains as on any SIGTERM, and a child still
+  alive ``stop_timeout`` seconds after its parent died ends with
+  ``os._exit(1)`` (its claims are recovered when their leases expire).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,22 +56,55 @@ from typing import Any
 from venturi_sa.errors import InvalidOption
 
 logger = logging.getLogger("venturi_sa.worker")
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+ORPHAN_POLL = 1.0  # seconds between a child's looks at its parent pid
+KILL_WAIT = 5.0  # seconds the supervisor waits for a killed child to be reaped
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def _child_main(target: Callable[[int], Any], index: int) -> None:
-    """Entry point of a child: its own process group, then ``target(index)``.
+def _kernel_signals_orphan() -> bool:
+    """Ask Linux for SIGTERM when this process's parent dies; False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int, kernel_signals: bool, stop_timeout: float) -> None:
+    """A child's daemon thread: once ``parent`` is gone, SIGTERM (unless the kernel sent it), then exit by force."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_POLL)
+    logger.error("the supervisor (pid %d) is gone: worker process %d stops", parent, os.getpid())
+    if not kernel_signals:
+        os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(stop_timeout)
+    logger.error("worker process %d did not stop %.0fs after its supervisor died; exiting", os.getpid(),
+                 stop_timeout)
+    os._exit(1)
+
+
+def _child_main(target: Callable[[int], Any], index: int, parent: int, stop_timeout: float) -> None:
+    """Entry point of a child: its own process group, tied to the life of ``parent``, then ``target(index)``.
 
     A stop signal that arrives before the child's worker installed its own
     handlers (while it imports or connects), or after they were restored,
-    ends the child with status 0: it holds no claim then.
+    ends the child with status 0: it holds no claim then.  A child whose
+    parent died before the tie was made exits at once, with status 0.
     """
     os.setpgid(0, 0)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_quietly)
+    kernel_signals = _kernel_signals_orphan()
+    if os.getppid() != parent:
+        raise SystemExit(0)
+    threading.Thread(target=_watch_parent, args=(parent, kernel_signals, stop_timeout),
+                     name="venturi-orphan-watch", daemon=True).start()
     target(index)
 
 
@@ -72,12 +124,15 @@ class Supervisor:
     ``target`` must be picklable (a module-level function, or a
     ``functools.partial`` of one): children are spawned, not forked.
     ``on_start(index, pid)`` is called in the supervisor each time a child
-    starts (for tests and logs).
+    starts (for tests and logs).  ``start_child(process)`` starts a child
+    process (default: ``process.start()``); it is a seam for tests, which
+    make it fail as ``fork`` does under a process limit.
     """
 
     def __init__(self, target: Callable[[int], Any], processes: int, *, min_backoff: float = 0.5,
                  max_backoff: float = 30.0, stable_after: float = 30.0, stop_timeout: float = 60.0,
-                 on_start: Callable[[int, int], None] | None = None) -> None:
+                 on_start: Callable[[int, int], None] | None = None,
+                 start_child: Callable[[BaseProcess], None] | None = None) -> None:
         if processes < 1:
             raise InvalidOption(f"processes must be >= 1, got {processes}")
         self.target = target
@@ -86,6 +141,7 @@ class Supervisor:
         self.stable_after = stable_after
         self.stop_timeout = stop_timeout
         self.on_start = on_start
+        self.start_child = start_child
         self._ctx = multiprocessing.get_context("spawn")
         self._slots = [_Slot(i) for i in range(processes)]
         self._stop_signals: list[int] = []
@@ -98,6 +154,9 @@ class Supervisor:
         """Start the children and supervise them until every one has exited; returns how many were restarted.
 
         Installs SIGTERM/SIGINT handlers when called on the main thread (restored on return).
+        If anything raises meanwhile, every child gets SIGTERM and
+        ``stop_timeout`` seconds to drain, those still alive are killed, and
+        all are reaped before the error propagates.
         """
         restore = self._install_signals()
         restarts = 0
@@ -106,6 +165,11 @@ class Supervisor:
                 self._start(slot)
             while any(s.process is not None or s.restart_at is not None for s in self._slots):
                 restarts += self._step()
+        except BaseException as exc:
+            logger.error("the supervisor failed (%s: %s): stopping its %d worker processes", type(exc).__name__,
+                         exc, len(self.pids))
+            self._end_children()
+            raise
         finally:
             restore()
             os.close(self._wake_r)
@@ -124,6 +188,27 @@ class Supervisor:
     def pids(self) -> list[int]:
         """The pids of the children alive now."""
         return [s.process.pid for s in self._slots if s.process is not None and s.process.pid is not None]
+
+    def _end_children(self) -> None:
+        """SIGTERM every live child, wait ``stop_timeout`` for them to drain, SIGKILL the rest; reap all."""
+        live = [s.process for s in self._slots if s.process is not None]
+        for process in live:
+            if process.pid is not None and process.is_alive():
+                try:
+                    os.kill(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + self.stop_timeout
+        while any(p.is_alive() for p in live) and time.monotonic() < deadline:
+            wait([p.sentinel for p in live if p.is_alive()], max(0.0, deadline - time.monotonic()))
+        for process in live:
+            if process.is_alive():
+                logger.error("worker process pid %s did not stop in %.0fs; killing it", process.pid,
+                             self.stop_timeout)
+                process.kill()
+            process.join(KILL_WAIT)
+        for slot in self._slots:
+            slot.process, slot.restart_at = None, None
 
     # -- the loop ----------------------------------------------------------------------------
     def _step(self) -> int:
@@ -146,8 +231,7 @@ class Supervisor:
         for slot in self._slots:
             if slot.restart_at is not None and now >= slot.restart_at:
                 slot.restart_at = None
-                if self._stop_deadline is None:
-                    self._start(slot)
+                if self._stop_deadline is None and self._start(slot):
                     restarts += 1
         if self._stop_deadline is not None and now >= self._stop_deadline:
             for slot in self._slots:
@@ -171,14 +255,25 @@ class Supervisor:
                     except ProcessLookupError:
                         pass
 
-    def _start(self, slot: _Slot) -> None:
-        process = self._ctx.Process(target=_child_main, args=(self.target, slot.index),
+    def _start(self, slot: _Slot) -> bool:
+        """Start ``slot``'s child; False if that failed with an ``OSError`` (a death: backoff, then again)."""
+        process = self._ctx.Process(target=_child_main, args=(self.target, slot.index, os.getpid(), self.stop_timeout),
                                     name=f"venturi-worker-{slot.index}", daemon=False)
-        process.start()
+        try:
+            if self.start_child is not None:
+                self.start_child(process)
+            else:
+                process.start()
+        except OSError as exc:
+            delay = self._died(slot)
+            logger.error("worker process %d could not be started (%s); trying again in %.1fs", slot.index, exc,
+                         delay)
+            return False
         slot.process, slot.started = process, time.monotonic()
         logger.info("worker process %d started (pid %s)", slot.index, process.pid)
         if self.on_start is not None and process.pid is not None:
             self.on_start(slot.index, process.pid)
+        return True
 
     def _reap(self, slot: _Slot) -> None:
         assert slot.process is not None
@@ -191,12 +286,17 @@ class Supervisor:
             logger.info("worker process %d (pid %s) exited with status %s", slot.index, pid, code)
             return
         lived = time.monotonic() - slot.started
-        slot.deaths = 1 if lived >= self.stable_after else slot.deaths + 1
-        delay = min(self.max_backoff, self.min_backoff * 2 ** (slot.deaths - 1))
-        slot.restart_at = time.monotonic() + delay
+        delay = self._died(slot, lived)
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"status {code}"
         logger.error("worker process %d (pid %s) died (%s) after %.1fs; restarting it in %.1fs",
                      slot.index, pid, how, lived, delay)
+
+    def _died(self, slot: _Slot, lived: float = 0.0) -> float:
+        """Count a death of ``slot`` (a quick one unless it ``lived`` ``stable_after``); schedule its restart."""
+        slot.deaths = 1 if lived >= self.stable_after else slot.deaths + 1
+        delay = min(self.max_backoff, self.min_backoff * 2.0 ** (slot.deaths - 1))
+        slot.restart_at = time.monotonic() + delay
+        return delay
 
     # -- signals -------------------------------------------------------------------------------
     def _install_signals(self) -> Callable[[], None]:

@@ -79,7 +79,9 @@ class Worker:
     claiming (default ``max(4 * concurrency, 100)``); ``listen=False`` disables
     LISTEN/NOTIFY (e.g. behind a transaction-pooling proxy) and relies on
     polling alone; ``grace`` is how long a stop waits for running jobs
-    before releasing them.  ``on_event(name, data)`` is called for
+    before releasing them; ``connect_timeout`` how long start waits for a
+    server that is starting, stopping or unreachable (then
+    ``DatabaseUnavailable``).  ``on_event(name, data)`` is called for
     ``claimed``, ``finished`` and ``idle`` (from worker threads; keep it quick).
     Expired leases are recovered for every kind of the queue's registry,
     each against its own ``max_failures``.
@@ -111,7 +113,7 @@ class Worker:
                  session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
                  sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None,
                  on_start: LifecycleHooks = None, on_stop: LifecycleHooks = None,
-                 around_run: AroundRuns = None) -> None:
+                 around_run: AroundRuns = None, connect_timeout: float = 60.0) -> None:
         if concurrency < 1:
             raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
         if poll_interval <= 0:
@@ -137,6 +139,7 @@ class Worker:
         self.listen = listen
         self.grace = grace
         self.recover_interval = recover_interval
+        self.connect_timeout = connect_timeout
         self.worker_id = worker_id or default_worker_id()
         self.on_event = on_event
         self.batch_outcomes = batch_outcomes
@@ -312,7 +315,8 @@ class Worker:
     def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
             event.clear()
-        if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping):
+        if not lifecycle.check_schema(self._conns, self.models.prefix, self._stopping,
+                                      connect_timeout=self.connect_timeout):
             return False
         self.hooks.started(self)
         self._healthy.set()
