@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +13,11 @@ import sqlalchemy as sa
 from adoption_kit import enqueue
 from sqlalchemy.orm import Session
 
-import alembic_venturi
 from venturi_sa import Queue, Worker, WorkerApp, make_models
 from venturi_sa.testing import drain, perform, rolled_back_session
 
 sqlmodel = pytest.importorskip("sqlmodel")
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="module")
-def app(engine: sa.Engine) -> Iterator[Any]:
-    """tests/adoption/adoption_sqlmodel.py on a migrated prefix of its own, with its heroes table.
-
-    Imported once: SQLModel's registry keeps one ``Hero`` class per module.
-    """
-    prefix = f"sqm{os.getpid()}"
-    alembic_venturi.upgrade(engine, prefix)
-    os.environ["ADOPTION_PREFIX"] = prefix
-    sys.modules.pop("adoption_sqlmodel", None)
-    import adoption_sqlmodel
-
-    del os.environ["ADOPTION_PREFIX"]
-    adoption_sqlmodel.Hero.__table__.create(engine)
-    yield adoption_sqlmodel
-    adoption_sqlmodel.Hero.__table__.drop(engine)
 
 
 class Subclass(Session):
@@ -57,29 +37,29 @@ def test_the_worker_takes_the_queues_class_unless_told(engine: sa.Engine, models
     assert Worker(queue, engine, session_class=Session).session_class is Session
 
 
-def test_the_cli_worker_hands_sqlmodel_handlers_an_sqlmodel_session(engine: sa.Engine, app: Any,
+def test_the_cli_worker_hands_sqlmodel_handlers_an_sqlmodel_session(engine: sa.Engine, sqlmodel_app: Any,
                                                                      pg_url: str) -> None:
-    [job_id] = enqueue(engine, app.queue, app.queue.registry.get("count_heroes")())
-    env = {**os.environ, "ADOPTION_PREFIX": app.PREFIX, "ADOPTION_STOP": "1", "VENTURI_DSN": pg_url}
+    [job_id] = enqueue(engine, sqlmodel_app.queue, sqlmodel_app.queue.registry.get("count_heroes")())
+    env = {**os.environ, "ADOPTION_PREFIX": sqlmodel_app.PREFIX, "ADOPTION_STOP": "1", "VENTURI_DSN": pg_url}
     done = subprocess.run([sys.executable, "-m", "venturi_sa", "worker", "adoption_sqlmodel:queue",
                            "--poll-interval", "0.1"], cwd=HERE, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert app.queue.result(engine, job_id) == {"names": [], "sqlmodel_session": True}
+    assert sqlmodel_app.queue.result(engine, job_id) == {"names": [], "sqlmodel_session": True}
     with engine.begin() as conn:  # the worker committed its hero; the next test starts with none
-        conn.execute(app.Hero.__table__.delete())
+        conn.execute(sqlmodel_app.Hero.__table__.delete())
 
 
-def test_drain_gives_a_plain_test_session_handler_the_queues_class(engine: sa.Engine, app: Any) -> None:
-    task = app.queue.registry.get("count_heroes")
+def test_drain_gives_a_plain_test_session_handler_the_queues_class(engine: sa.Engine, sqlmodel_app: Any) -> None:
+    task = sqlmodel_app.queue.registry.get("count_heroes")
     with rolled_back_session(engine) as session:  # a plain Session, as a suite may have
-        session.add(app.Hero(name="ada"))
-        app.queue.enqueue(session, task())
-        result = drain(session, app.queue)
+        session.add(sqlmodel_app.Hero(name="ada"))
+        sqlmodel_app.queue.enqueue(session, task())
+        result = drain(session, sqlmodel_app.queue)
         assert result.completed == 1
-        names = session.scalars(sa.select(app.Hero.name).order_by(app.Hero.name)).all()
+        names = session.scalars(sa.select(sqlmodel_app.Hero.name).order_by(sqlmodel_app.Hero.name)).all()
         assert names == ["ada", "hero 2"]  # the handler's write, in the test's transaction
-        done = perform(task(), queue=app.queue, session=session)
+        done = perform(task(), queue=sqlmodel_app.queue, session=session)
         assert done.attachment == {"names": ["ada", "hero 2"], "sqlmodel_session": True}
     with engine.connect() as conn:  # all of it rolled back
-        assert conn.execute(sa.select(sa.func.count()).select_from(app.Hero.__table__)).scalar_one() == 0
+        assert conn.execute(sa.select(sa.func.count()).select_from(sqlmodel_app.Hero.__table__)).scalar_one() == 0

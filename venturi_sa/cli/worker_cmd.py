@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 from sqlalchemy import Engine
 
-from venturi_sa.cli.connect import NO_DSN, check_schema, opened
+from venturi_sa.cli.connect import NO_DSN, HiddenSqlParameters, check_schema, opened
 from venturi_sa.cli.failures import CliError, CliUsageError
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
@@ -28,10 +28,11 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 
 
 def setup_logging(verbose: int) -> None:
-    """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement."""
+    """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement (without parameters)."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RunContextFilter())
+        handler.addFilter(HiddenSqlParameters())  # -vv: the statements, never their parameters (payloads)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the schema check's chatter
     if verbose >= 1:
         logging.getLogger("venturi_sa").setLevel(logging.DEBUG)
