@@ -37,6 +37,25 @@ def test_the_worker_takes_the_queues_class_unless_told(engine: sa.Engine, models
     assert Worker(queue, engine, session_class=Session).session_class is Session
 
 
+def test_the_flask_extensions_worker_takes_the_queues_class(pg_url: str, models: Any) -> None:
+    pytest.importorskip("flask_sqlalchemy")
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+
+    from venturi_sa.contrib.flask import Venturi
+
+    app = Flask("session_class")
+    app.config["SQLALCHEMY_DATABASE_URI"] = pg_url
+    db = SQLAlchemy(app)
+    venturi = Venturi(app, db, Queue(models, session_class=Subclass))
+    worker = venturi.worker(app)
+    try:
+        assert worker.session_class is Subclass
+    finally:
+        with app.app_context():
+            db.engine.dispose()
+
+
 def test_the_cli_worker_hands_sqlmodel_handlers_an_sqlmodel_session(engine: sa.Engine, sqlmodel_app: Any,
                                                                      pg_url: str) -> None:
     [job_id] = enqueue(engine, sqlmodel_app.queue, sqlmodel_app.queue.registry.get("count_heroes")())
