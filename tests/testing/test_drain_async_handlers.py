@@ -143,3 +143,47 @@ def test_inline_runs_an_async_handler_enqueued_through_enqueue_async(no_rows_lef
         assert await session.run_sync(notes) == ["inline"]
 
     in_async_session(pg_url, scenario)
+
+
+def test_an_async_handler_checkpoints_in_the_tests_transaction(no_rows_left: None, pg_url: str,
+                                                                models: Models) -> None:
+    queue = Queue(models)
+    jobs = models.jobs_table
+
+    @queue.register
+    class Steps(Task):
+        KIND = "steps"
+
+        async def run(self, ctx: JobContext) -> Any:
+            await ctx.checkpoint_async({"step": 1})
+            stored = await ctx.session_async.execute(sa.select(jobs.c.carry).where(jobs.c.id == ctx.job_id))
+            return {"stored": stored.scalar_one()}
+
+    async def scenario(session: Any) -> None:
+        job = await queue.enqueue_async(session, Steps())
+        job_id = job.id
+        result = await drain_async(session, queue)
+        assert result.completed == 1
+        journal = models.journal_table
+        attachment = await session.scalar(sa.select(journal.c.attachment).where(journal.c.job_id == job_id))
+        assert attachment == {"stored": {"step": 1}}  # the checkpoint was written in the test's transaction
+
+    in_async_session(pg_url, scenario)
+
+
+def test_a_sync_checkpoint_in_an_async_handler_names_checkpoint_async(pg_url: str, models: Models) -> None:
+    queue = Queue(models)
+
+    @queue.register
+    class Blocking(Task):
+        KIND = "blocking"
+
+        async def run(self, ctx: JobContext) -> None:
+            ctx.checkpoint({"step": 1})
+
+    async def scenario(session: Any) -> None:
+        await queue.enqueue_async(session, Blocking())
+        with pytest.raises(InvalidOption, match=r"`await ctx.checkpoint_async\(...\)`"):
+            await drain_async(session, queue)
+
+    in_async_session(pg_url, scenario)

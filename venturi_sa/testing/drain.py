@@ -27,7 +27,7 @@ from venturi_sa.storage import testing as teststore
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing.handler_session import HandlerSession
-from venturi_sa.testing.pipeline import async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
+from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.executor import exception_note, failure
 from venturi_sa.worker.outcome_hooks import hook_call
@@ -196,7 +196,8 @@ def _pipeline(session: Session, queue: Queue, job: ClaimedJob) -> tuple[Run, Han
         raise InvalidOption(f"job kind {job.kind!r} has an async def handler: run it with "
                             "`await drain_async(async_session, queue)`")
     handler = HandlerSession(session, queue.session_class, as_is=True)
-    run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: proxy)
+    run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: proxy,
+                  begin=async_begin(proxy))
     return run, handler, lambda: run_awaiting(run, queue.registry)
 
 

@@ -14,7 +14,9 @@ worker's own loop thread cannot use it.
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 from sqlalchemy.util import await_only
 
+from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
@@ -38,22 +41,47 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
 
+Begin = Callable[[Callable[[Runner], bool]], bool]
+
+
 def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Registry,
-            backend: Backend | None = None, open_async_session: Callable[[], AsyncSession] | None = None) -> Run:
+            backend: Backend | None = None, open_async_session: Callable[[], AsyncSession] | None = None,
+            begin: Begin | None = None) -> Run:
     """A run of ``job`` whose ``ctx.session`` is whatever ``open_session`` returns.
 
     With ``backend``, ``ctx.checkpoint()`` writes (fenced) in that same
-    session, i.e. in the test's transaction; without, it only checks and
-    keeps the carry.  ``open_async_session`` gives ``ctx.session_async``.
+    session (or through ``begin``), i.e. in the test's transaction; without,
+    it only checks and keeps the carry.  ``open_async_session`` gives
+    ``ctx.session_async``.
     """
     ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session)
     run = Run(job=job, ctx=ctx)
     schema = registry.get(job.kind).carry_schema if job.kind in registry else None
-    def begin(fn: Callable[[Runner], bool]) -> bool:
+    def in_session(fn: Callable[[Runner], bool]) -> bool:
         return fn(open_session())
 
-    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, begin if backend is not None else None)
+    chosen = begin or in_session
+    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, chosen if backend is not None else None)
     return run
+
+
+def async_begin(session: AsyncSession) -> Begin:
+    """Checkpoints of an async handler's run: in ``session``, on the test's loop.
+
+    ``ctx.checkpoint_async`` calls it from a thread while the handler awaits,
+    so the statement is handed to the loop; a sync ``ctx.checkpoint`` from
+    the handler's own coroutine would block that loop and is refused.
+    """
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def begin(fn: Callable[[Runner], bool]) -> bool:
+        if threading.get_ident() == loop_thread:
+            raise InvalidOption("under drain_async an async def handler checkpoints with "
+                                "`await ctx.checkpoint_async(...)`")
+        return asyncio.run_coroutine_threadsafe(session.run_sync(fn), loop).result()
+
+    return begin
 
 
 def is_async_kind(registry: Registry, kind: str) -> bool:
@@ -107,4 +135,4 @@ def run_awaiting(run: Run, registry: Registry) -> Any:
     return result
 
 
-__all__ = ["NOT_RUN", "async_proxy", "is_async_kind", "new_run", "run_awaiting", "run_pipeline"]
+__all__ = ["NOT_RUN", "async_begin", "async_proxy", "is_async_kind", "new_run", "run_awaiting", "run_pipeline"]
