@@ -19,6 +19,7 @@ def sqlmodel_app(engine: sa.Engine) -> Iterator[Any]:
 
     Imported once: SQLModel's registry keeps one ``Hero`` class per module.
     """
+    pytest.importorskip("sqlmodel")
     prefix = f"sqm{os.getpid()}"
     alembic_venturi.upgrade(engine, prefix)
     os.environ["ADOPTION_PREFIX"] = prefix
