@@ -12,6 +12,7 @@ word.  A sync object passed to an async call, or the reverse, raises
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -54,6 +55,15 @@ async def _on_sync_engine(engine: AsyncEngine, call: str, fn: Callable[[Engine],
 EnqueueHook = Callable[[Session, list[JobBase]], None]
 
 
+def _session_class_of(models: Models) -> type[Session]:
+    """``sqlmodel.Session`` if ``models`` live in ``SQLModel.metadata``, else ``Session``."""
+    sqlmodel = sys.modules.get("sqlmodel")  # models on SQLModel's metadata imply it was imported
+    if sqlmodel is not None and models.jobs_table.metadata is sqlmodel.SQLModel.metadata:
+        cls: type[Session] = sqlmodel.Session
+        return cls
+    return Session
+
+
 class Queue:
     """A queue: ``models`` (from :func:`~venturi_sa.make_models`) and its task types.
 
@@ -72,10 +82,17 @@ class Queue:
 
     def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
                  check_added_jobs: bool = False,
-                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
+                 session_class: type[Session] | None = None) -> None:
         self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
         """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
         self.models = models
+        self.session_class: type[Session] = session_class or _session_class_of(models)
+        """The class of a handler's ``ctx.session`` in every runner (workers, ``drain``, the plugin).
+
+        Default: ``sqlmodel.Session`` for models made on ``SQLModel``'s
+        metadata (``make_models(prefix, SQLModel)``), else ``Session``.
+        """
         self.registry = Registry(tuple(tasks))
         self.schedules = periodic.ScheduleSet(self.registry)
         """The declared schedules (``schedule = ...`` on task types, and :meth:`schedule`)."""

@@ -42,4 +42,4 @@ def logging_kept() -> Iterator[None]:
 def test_frameworks_page_runs(fresh_db_url: str, monkeypatch: pytest.MonkeyPatch, logging_kept: None) -> None:
     pytest.importorskip("flask_migrate")
     monkeypatch.setenv("DATABASE_URL", fresh_db_url)
-    assert run(PAGE, {}) >= 6
+    assert run(PAGE, {}) >= 8

@@ -2,9 +2,9 @@
 
 ``make_models(prefix, SQLModel)`` registers the tables on SQLModel's
 ``MetaData`` (so the project's Alembic sees them and finds nothing to change
-once migrated); ``Worker(session_class=sqlmodel.Session)`` and
-``async_session_class=sqlmodel.ext.asyncio.session.AsyncSession`` give
-handlers sessions with ``.exec()``.  Enqueue takes SQLModel's sessions as
+once migrated), and makes the queue's ``session_class`` ``sqlmodel.Session``;
+``Worker(async_session_class=sqlmodel.ext.asyncio.session.AsyncSession)``
+gives async handlers sessions with ``.exec()`` too.  Enqueue takes SQLModel's sessions as
 they are (subclasses of SQLAlchemy's).
 """
 
@@ -110,7 +110,10 @@ def test_async_enqueue_in_a_sqlmodel_async_session(engine: sa.Engine, pg_url: st
     assert queue.get_job(engine, job_id).status == "pending"
 
 
-def test_a_plain_worker_gives_a_plain_session(engine: sa.Engine, sqlmodels: Models) -> None:
+@pytest.mark.parametrize("told", [None, sa.orm.Session], ids=["default", "told-plain"])
+def test_a_plain_worker_gives_the_queues_session_class(engine: sa.Engine, sqlmodels: Models,
+                                                       told: type[sa.orm.Session] | None) -> None:
+    """SQLModel models imply ``sqlmodel.Session`` unless the queue is told another class."""
     seen: list[Any] = []
 
     class Look(Task):
@@ -119,9 +122,9 @@ def test_a_plain_worker_gives_a_plain_session(engine: sa.Engine, sqlmodels: Mode
         def run(self, ctx: JobContext) -> None:
             seen.append(type(ctx.session))
 
-    queue = Queue(sqlmodels, [Look])
+    queue = Queue(sqlmodels, [Look], session_class=told)
     with sqlmodel.Session(engine) as session, session.begin():
         queue.enqueue(session, Look())
     drain(queue, engine)
     [kind] = seen
-    assert issubclass(kind, sa.orm.Session) and not issubclass(kind, sqlmodel.Session)
+    assert issubclass(kind, sa.orm.Session) and issubclass(kind, sqlmodel.Session) is (told is None)

@@ -33,9 +33,12 @@ def files() -> dict[str, str]:
 def test_the_page_is_a_passing_test_suite(tmp_path: Path, fresh_db_url: str) -> None:
     pytest.importorskip("fastapi")
     pytest.importorskip("flask_sqlalchemy")
+    pytest.importorskip("sqlmodel")
+    pytest.importorskip("asyncpg")
     written = files()
     assert {"shop.py", "conftest.py", "test_fastapi_orders.py", "test_flask_orders.py", "test_drain.py",
-            "test_clock.py", "test_perform.py", "test_inline.py"} <= set(written)
+            "test_clock.py", "test_perform.py", "test_inline.py", "heroes.py", "test_heroes.py", "async_api.py",
+            "test_async_orders.py"} <= set(written)
     for name, code in written.items():
         (tmp_path / name).write_text(code)
     env = {**os.environ, "VENTURI_DATABASE_URL": fresh_db_url}
@@ -44,7 +47,8 @@ def test_the_page_is_a_passing_test_suite(tmp_path: Path, fresh_db_url: str) -> 
                            "-W", "ignore::DeprecationWarning", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "\n8 passed" in done.stdout, done.stdout[-2000:]
+    assert "\n11 passed" in done.stdout, done.stdout[-2000:]
     with sa.create_engine(fresh_db_url).connect() as conn:  # the rolled-back tests left nothing behind
         assert conn.execute(sa.text("SELECT count(*) FROM shop_jobs")).scalar_one() == 0
         assert conn.execute(sa.text("SELECT count(*) FROM receipts")).scalar_one() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM hero")).scalar_one() == 0

@@ -7,10 +7,15 @@ is mapped to its sync sibling (asyncpg: psycopg if installed, else
 psycopg2; psycopg_async: psycopg), and a URL naming no driver uses psycopg2
 if installed, else psycopg.  Engines made here use ``pool_pre_ping=True``
 and a pool of at least ``concurrency + 4`` connections; sessions run in UTC.
+SQL parameters (jobs' payloads, carries and results) are kept out of logs
+and error messages: engines made here hide them, and
+:class:`HiddenSqlParameters` drops them from the statement log of any
+engine (an application's own) when ``-vv`` turns that log on.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -109,7 +114,20 @@ def make_engine(url: URL, concurrency: int = 1) -> sa.Engine:
         connect_args["connect_timeout"] = CONNECT_TIMEOUT
     size = concurrency + 4
     return sa.create_engine(url, pool_size=size, max_overflow=size, pool_pre_ping=True,
-                            connect_args=connect_args)
+                            connect_args=connect_args, hide_parameters=True)
+
+
+class HiddenSqlParameters(logging.Filter):
+    """A handler filter: SQLAlchemy's logged SQL parameters become ``[SQL parameters hidden]``.
+
+    They carry jobs' payloads, carries and results; the statements stay.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (record.name.startswith("sqlalchemy.engine") and record.msg == "[%s] %r"
+                and isinstance(record.args, tuple) and len(record.args) == 2):
+            record.msg, record.args = "[%s] [SQL parameters hidden]", record.args[:1]
+        return True
 
 
 def check_schema(engine: sa.Engine, prefix: str) -> None:

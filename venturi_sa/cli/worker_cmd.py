@@ -16,7 +16,7 @@ from click.core import ParameterSource
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from venturi_sa.cli.connect import NO_DSN, check_schema, make_engine, normalize_dsn, shown
+from venturi_sa.cli.connect import NO_DSN, HiddenSqlParameters, check_schema, make_engine, normalize_dsn, shown
 from venturi_sa.cli.failures import CliError, CliUsageError, first_line
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
@@ -30,10 +30,11 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s [%(threadName)s] %(name)s: %(message)s
 
 
 def setup_logging(verbose: int) -> None:
-    """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement."""
+    """INFO for everything; ``-v``: venturi at DEBUG; ``-vv``: also every SQL statement (without parameters)."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RunContextFilter())
+        handler.addFilter(HiddenSqlParameters())  # -vv: the statements, never their parameters (payloads)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the schema check's chatter
     if verbose >= 1:
         logging.getLogger("venturi_sa").setLevel(logging.DEBUG)

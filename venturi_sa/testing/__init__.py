@@ -23,7 +23,7 @@ from venturi_sa.testing.async_session import (
 from venturi_sa.testing.clock import Clock, clock
 from venturi_sa.testing.drain import DrainedRun, DrainError, DrainResult, drain
 from venturi_sa.testing.inline import InlineOutsideTests, InlineRunner, inline
-from venturi_sa.testing.perform import Performed, RejectedOutcome, perform
+from venturi_sa.testing.perform import Performed, RejectedOutcome, perform, perform_async
 from venturi_sa.testing.purge import purge
 from venturi_sa.testing.sessions import rolled_back_session
 
@@ -47,6 +47,7 @@ __all__ = [
     "enqueued_async",
     "inline",
     "perform",
+    "perform_async",
     "purge",
     "purge_async",
     "refute_enqueued",

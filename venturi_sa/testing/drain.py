@@ -14,22 +14,25 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session
 
-from venturi_sa.errors import VenturiError
+from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
 from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage import testing as teststore
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
-from venturi_sa.testing.pipeline import new_run, run_pipeline
+from venturi_sa.testing.handler_session import HandlerSession
+from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.executor import exception_note, failure
 from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.worker.producer import DEFAULT_LEASE
+from venturi_sa.worker.run import Run
 
 TEST_WORKER = f"venturi.testing:{os.getpid()}"
 """``claimed_by`` of the jobs a test helper runs."""
@@ -102,7 +105,9 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     Only what ``session`` sees is run: its own uncommitted jobs, and
     committed ones.  Each job is claimed, run and recorded as a worker
     would (``run_count``, carry, fenced outcome, journal row), with
-    ``ctx.session`` the test's session inside a savepoint; the task's
+    ``ctx.session`` the test's session inside a savepoint (or, when that is
+    not of the queue's ``session_class``, a session of that class on the
+    same connection, in a savepoint); the task's
     outcome hook (``on_complete``/``on_retry``/``on_dead``) runs in the
     session after the outcome is written; ``ctx.checkpoint()`` writes there
     too.  Nothing is committed, so it all rolls back with the test.
@@ -117,6 +122,9 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     job (and the pass's not yet run) pending as before, instead of
     recording a retry.  Raises :class:`DrainError` after ``max_runs`` runs
     if jobs are still eligible (e.g. a handler that always pauses at once).
+    An ``async def`` handler raises ``InvalidOption`` here: run it with
+    :func:`~venturi_sa.testing.drain_async`, where ``ctx.session_async`` is
+    the test's ``AsyncSession`` (in a savepoint, like ``ctx.session`` here).
     """
     s = as_session(session)
     s.flush()
@@ -176,31 +184,45 @@ def run_pass(session: Session, queue: Queue, kinds: Sequence[str], *, fail_fast:
     return done
 
 
-def _end(savepoint: SessionTransaction, action: Callable[[SessionTransaction], None]) -> None:
-    if savepoint.is_active:  # the handler may have committed or rolled back ctx.session itself
-        action(savepoint)
+def _pipeline(session: Session, queue: Queue, job: ClaimedJob) -> tuple[Run, HandlerSession, Callable[[], Any]]:
+    """The run of ``job``, its ``ctx.session`` and the call running it (awaiting an async handler)."""
+    backend = backend_for(queue.models)
+    if not is_async_kind(queue.registry, job.kind):
+        handler = HandlerSession(session, queue.session_class)
+        run = new_run(job, lambda: handler.session, queue.registry, backend)
+        return run, handler, lambda: run_pipeline(run, queue.registry)
+    proxy = async_proxy(session)
+    if proxy is None:
+        raise InvalidOption(f"job kind {job.kind!r} has an async def handler: run it with "
+                            "`await drain_async(async_session, queue)`")
+    handler = HandlerSession(session, queue.session_class, as_is=True)
+    run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: proxy,
+                  begin=async_begin(proxy))
+    return run, handler, lambda: run_awaiting(run, queue.registry)
 
 
 def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool) -> DrainedRun:
     """Run one claimed job in a savepoint of ``session`` and record its outcome there."""
-    run = new_run(job, lambda: session, queue.registry, backend_for(queue.models))
-    savepoint = session.begin_nested()
-    result = run_pipeline(run, queue.registry)
-    assert run.params is not None
-    params: FinishParams = run.params
-    if run.failed:
-        _end(savepoint, SessionTransaction.rollback)  # as the worker does: the handler's work is discarded
-        if fail_fast and isinstance(result, BaseException):
-            raise result
-    else:
-        try:
-            session.flush()
-            _end(savepoint, SessionTransaction.commit)
-        except SQLAlchemyError as exc:
-            _end(savepoint, SessionTransaction.rollback)
-            if fail_fast:
-                raise
-            params = failure(run, f"could not flush the handler's session work (rolled back): {exception_note(exc)}")
+    run, handler, call = _pipeline(session, queue, job)
+    try:
+        result = call()
+        assert run.params is not None
+        params: FinishParams = run.params
+        if run.failed:
+            handler.discard()  # as the worker does: the handler's work is discarded
+            if fail_fast and isinstance(result, BaseException):
+                raise result
+        else:
+            try:
+                handler.keep()
+            except SQLAlchemyError as exc:
+                handler.discard()
+                if fail_fast:
+                    raise
+                params = failure(run, "could not flush the handler's session work (rolled back): "
+                                      f"{exception_note(exc)}")
+    finally:
+        handler.close()
     held = backend_for(queue.models).finish_many(session, FinishManyParams(outcomes=[params]))
     expire_jobs(session, queue.models)
     if params.fence not in held:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.binds import require_async_session
 from venturi_sa.errors import InvalidOption, UnknownKind, VenturiError
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.queue import Queue
@@ -16,9 +19,14 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, FinishParams
 from venturi_sa.task import Registry, Task
 from venturi_sa.testing.drain import TEST_WORKER
-from venturi_sa.testing.pipeline import NOT_RUN, new_run, run_pipeline
+from venturi_sa.testing.handler_session import HandlerSession
+from venturi_sa.testing.pipeline import NOT_RUN, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session
 from venturi_sa.worker.executor import note_text
+from venturi_sa.worker.run import Run
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 
 class RejectedOutcome(VenturiError, AssertionError):
@@ -94,8 +102,11 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     ``carry`` as the handler would see it), and its return value is checked
     and classified by the worker's own code.  ``ctx.session`` is
     ``session`` inside a savepoint (kept on success, rolled back if the
-    handler raised); without ``session`` using it raises.  No job row is
-    read or written (``ctx.job_id`` is ``"perform-<kind>"``).
+    handler raised), or, when ``queue``'s ``session_class`` is another
+    class, a session of that class on ``session``'s connection in such a
+    savepoint; without ``session`` using it raises.  An ``async def``
+    handler's ``ctx.session_async`` needs :func:`perform_async`.  No job
+    row is read or written (``ctx.job_id`` is ``"perform-<kind>"``).
 
     With ``strict`` (the default) a handler exception is re-raised, and an
     outcome the worker would have to correct (``Retry(delay=5)``, a naive
@@ -112,15 +123,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
                      created_at=datetime.now(timezone.utc), run_count=run_count, failure_count=failure_count,
                      claimed_by=TEST_WORKER)
     s = as_session(session) if session is not None else None
-    savepoint = s.begin_nested() if s is not None else None
-    run = new_run(job, lambda: _session_or_fail(s), registry)
-    result = run_pipeline(run, registry)
-    if savepoint is not None and savepoint.is_active:
-        if run.failed:
-            savepoint.rollback()
-        else:
-            s.flush()  # type: ignore[union-attr]
-            savepoint.commit()
+    run, result = _run(job, registry, s, queue.session_class if queue is not None else None)
     assert run.params is not None
     error = result if isinstance(result, BaseException) else None
     performed = Performed.of(run.params, error)
@@ -134,10 +137,60 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     return performed
 
 
-def _session_or_fail(session: Any) -> Any:
+def _run(job: ClaimedJob, registry: Registry, session: Session | None,
+         session_class: type[Session] | None) -> tuple[Run, Any]:
+    """Run ``job``'s handler, its ``ctx.session`` work in a savepoint of ``session`` (kept on success)."""
+    proxy = async_proxy(session) if session is not None else None
     if session is None:
-        raise InvalidOption("this handler uses ctx.session: pass perform(..., session=...)")
-    return session
+        run = new_run(job, _no_session, registry, open_async_session=_no_async_session)
+        return run, run_pipeline(run, registry)
+    if is_async_kind(registry, job.kind) and proxy is not None:
+        handler = HandlerSession(session, Session, as_is=True)
+        run = new_run(job, lambda: session, registry, open_async_session=lambda: proxy)
+        call: Callable[[], Any] = lambda: run_awaiting(run, registry)  # noqa: E731
+    else:
+        handler = HandlerSession(session, session_class or type(session))
+        run = new_run(job, lambda: handler.session, registry, open_async_session=_no_async_session)
+        call = lambda: run_pipeline(run, registry)  # noqa: E731
+    try:
+        result = call()
+        if run.failed:
+            handler.discard()
+        else:
+            handler.keep()
+    finally:
+        handler.close()
+    return run, result
+
+
+def _no_session() -> Session:
+    raise InvalidOption("this handler uses ctx.session: pass perform(..., session=...)")
+
+
+def _no_async_session() -> AsyncSession:
+    raise InvalidOption("this handler uses ctx.session_async: use `await perform_async(task, session=async_session)`")
+
+
+async def perform_async(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None = None,
+                        session: AsyncSession | None = None, carry: Any = None, run_count: int = 1,
+                        failure_count: int = 0, strict: bool = True) -> Performed:
+    """:func:`perform` from an async test; an ``async def`` handler is awaited on the test's loop.
+
+    ``ctx.session_async`` is ``session`` (the test's ``AsyncSession``)
+    inside a savepoint, kept on success and rolled back if the handler
+    raised; a sync handler's ``ctx.session`` is its ``sync_session``, as
+    in :func:`perform`.  Without ``session`` the handler runs with no
+    database session.
+    """
+    def call(s: Session | None) -> Performed:
+        return perform(task, queue=queue, session=s, carry=carry, run_count=run_count,
+                       failure_count=failure_count, strict=strict)
+
+    if session is None:
+        from sqlalchemy.util import greenlet_spawn
+
+        return await greenlet_spawn(call, None)
+    return await require_async_session(session, "perform_async").run_sync(call)
 
 
 def _correction(result: Any, params: FinishParams) -> str | None:
@@ -164,4 +217,4 @@ def _correction(result: Any, params: FinishParams) -> str | None:
     return f"the handler's {name} outcome {asked!r:.120} is invalid"
 
 
-__all__ = ["Performed", "RejectedOutcome", "perform"]
+__all__ = ["Performed", "RejectedOutcome", "perform", "perform_async"]

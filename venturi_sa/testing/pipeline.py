@@ -4,40 +4,135 @@
 exactly the :class:`~venturi_sa.storage.params.FinishParams` a worker would,
 and can also hand the test the handler's raw result (to re-raise an
 exception with its traceback, or to tell that an outcome was corrected).
+
+An ``async def`` handler whose test holds an ``AsyncSession`` runs through
+:func:`run_awaiting`: the same steps (decode, run, classify, cancel), with the
+coroutine awaited on the *test's* event loop through SQLAlchemy's greenlet
+bridge, because the test's async connection belongs to that loop and the
+worker's own loop thread cannot use it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import threading
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
+from sqlalchemy.util import await_only
 
+from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.joblog import job_log
+from venturi_sa.worker.executor import absorb, classify, control, exception_note, prepare
+from venturi_sa.worker.joblog import current_job, job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.tracebacks import error_attachment
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+
+Begin = Callable[[Callable[[Runner], bool]], bool]
 
 
 def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Registry,
-            backend: Backend | None = None) -> Run:
+            backend: Backend | None = None, open_async_session: Callable[[], AsyncSession] | None = None,
+            begin: Begin | None = None) -> Run:
     """A run of ``job`` whose ``ctx.session`` is whatever ``open_session`` returns.
 
     With ``backend``, ``ctx.checkpoint()`` writes (fenced) in that same
-    session, i.e. in the test's transaction; without, it only checks and
-    keeps the carry.
+    session (or through ``begin``), i.e. in the test's transaction; without,
+    it only checks and keeps the carry.  ``open_async_session`` gives
+    ``ctx.session_async``.
     """
-    run = Run(job=job, ctx=JobContext(job, job.carry, open_session, job_log(job)))
+    ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session)
+    run = Run(job=job, ctx=ctx)
     schema = registry.get(job.kind).carry_schema if job.kind in registry else None
-    def begin(fn: Callable[[Runner], bool]) -> bool:
+    def in_session(fn: Callable[[Runner], bool]) -> bool:
         return fn(open_session())
 
-    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, begin if backend is not None else None)
+    chosen = begin or in_session
+    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, chosen if backend is not None else None)
     return run
 
 
-__all__ = ["NOT_RUN", "new_run", "run_pipeline"]
+def async_begin(session: AsyncSession) -> Begin:
+    """Checkpoints of an async handler's run: in ``session``, on the test's loop.
+
+    ``ctx.checkpoint_async`` calls it from a thread while the handler awaits,
+    so the statement is handed to the loop; a sync ``ctx.checkpoint`` from
+    the handler's own coroutine would block that loop and is refused.
+    """
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def begin(fn: Callable[[Runner], bool]) -> bool:
+        if threading.get_ident() == loop_thread:
+            raise InvalidOption("under drain_async an async def handler checkpoints with "
+                                "`await ctx.checkpoint_async(...)`")
+        return asyncio.run_coroutine_threadsafe(session.run_sync(fn), loop).result()
+
+    return begin
+
+
+def is_async_kind(registry: Registry, kind: str) -> bool:
+    """Whether ``kind``'s handler is an ``async def``."""
+    return kind in registry and registry.get(kind).is_async
+
+
+def async_proxy(session: Session) -> AsyncSession | None:
+    """The ``AsyncSession`` whose ``sync_session`` is ``session`` (inside ``run_sync``), if any."""
+    if "sqlalchemy.ext.asyncio" not in sys.modules:  # never imported: no AsyncSession exists
+        return None
+    from sqlalchemy.ext.asyncio import async_session
+
+    return async_session(session)
+
+
+def _call_awaiting(run: Run) -> Any:
+    """The handler's coroutine, awaited on the caller's loop; what it returned or raised (as ``execute``)."""
+    assert run.task is not None
+    try:
+        coro: Any = run.task.run(run.ctx)
+        return await_only(coro)
+    except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
+        absorb(exc)
+        run.failed = True
+        note = exception_note(exc)
+        run.ctx.log.warning("job raised %s", note, exc_info=exc)
+        if run.ctx.attachment is None:
+            run.ctx.attachment = error_attachment(exc, note)
+        return exc
+
+
+def run_awaiting(run: Run, registry: Registry) -> Any:
+    """:func:`run_pipeline` for an ``async def`` handler, called inside ``AsyncSession.run_sync``.
+
+    Decode, run, classify and apply a cancel as the worker's pipeline does;
+    the handler is awaited on the test's loop.  No time limit is armed.
+    """
+    started = time.monotonic()
+    result: Any = NOT_RUN
+    token = current_job.set(run.job)
+    try:
+        params = prepare(run, registry)
+        if params is None and not run.ctx.cancelled:
+            result = _call_awaiting(run)
+            params = classify(run, result)
+        run.params = control(run) or params
+    finally:
+        current_job.reset(token)
+        run.duration = time.monotonic() - started
+    return result
+
+
+__all__ = ["NOT_RUN", "async_begin", "async_proxy", "is_async_kind", "new_run", "run_awaiting", "run_pipeline"]

@@ -8,9 +8,15 @@ here runs unless a test asks for a fixture.
   from ``--venturi-database-url``, ``$VENTURI_DATABASE_URL`` or the
   ``venturi_database_url`` ini option, in that order.  Override it with
   your own fixture of that name to use your application's engine.
-* ``venturi_queue_session``: a Session whose whole test runs in one outer
-  transaction that is rolled back afterwards (commits in the code under
-  test release savepoints), see :func:`~venturi_sa.testing.rolled_back_session`.
+* ``venturi_connection``: a Connection on ``venturi_engine`` whose outer
+  transaction is rolled back after the test.
+* ``venturi_queue_session``: a Session on ``venturi_connection`` of the
+  queue's ``session_class`` (``sqlmodel.Session`` for SQLModel models)
+  joining that transaction (commits in the code under test release
+  savepoints), see :func:`~venturi_sa.testing.rolled_back_session`.
+  Override it to return the session your application uses (Flask-SQLAlchemy's
+  ``db.session`` bound to ``venturi_connection``): the fixtures below then act
+  on it.
 * ``venturi_queue``: define it (return your :class:`~venturi_sa.Queue`) to
   let the fixtures below find it.
 * ``venturi_drain``: ``venturi_drain(**options)`` drains ``venturi_queue``
@@ -33,7 +39,7 @@ from venturi_sa.queue import Queue
 from venturi_sa.testing.clock import Clock
 from venturi_sa.testing.drain import DrainResult, drain
 from venturi_sa.testing.inline import InlineRunner, inline
-from venturi_sa.testing.sessions import AnySession, rolled_back_session
+from venturi_sa.testing.sessions import AnySession
 
 URL_OPTION = "venturi_database_url"
 URL_ENV = "VENTURI_DATABASE_URL"
@@ -65,10 +71,33 @@ def venturi_engine(venturi_database_url: str) -> Iterator[sa.Engine]:
 
 
 @pytest.fixture
-def venturi_queue_session(venturi_engine: sa.Engine) -> Iterator[Session]:
-    """A Session whose test is rolled back at the end, whatever it committed."""
-    with rolled_back_session(venturi_engine) as session:
+def venturi_connection(venturi_engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A Connection whose outer transaction is rolled back after the test."""
+    with venturi_engine.connect() as connection:
+        outer = connection.begin()
+        try:
+            yield connection
+        finally:
+            outer.rollback()
+
+
+def _session_class(request: pytest.FixtureRequest) -> type[Session]:
+    """The queue's ``session_class`` if the test suite defines ``venturi_queue``, else ``Session``."""
+    try:
+        queue = request.getfixturevalue("venturi_queue")
+    except pytest.fail.Exception:  # the plugin's own venturi_queue: not defined by the suite
+        return Session
+    return queue.session_class if isinstance(queue, Queue) else Session
+
+
+@pytest.fixture
+def venturi_queue_session(request: pytest.FixtureRequest, venturi_connection: sa.Connection) -> Iterator[Session]:
+    """A Session of the queue's ``session_class`` whose test is rolled back at the end, whatever it committed."""
+    session = _session_class(request)(bind=venturi_connection, join_transaction_mode="create_savepoint")
+    try:
         yield session
+    finally:
+        session.close()
 
 
 @pytest.fixture
@@ -81,7 +110,7 @@ def venturi_queue() -> Queue:
 class Drainer:
     """``venturi_drain(**options)``: :func:`~venturi_sa.testing.drain` with the test's session and queue."""
 
-    def __init__(self, request: pytest.FixtureRequest, session: Session) -> None:
+    def __init__(self, request: pytest.FixtureRequest, session: AnySession) -> None:
         self._request = request
         self.session = session
 
@@ -93,12 +122,14 @@ class Drainer:
 
 
 @pytest.fixture
-def venturi_drain(request: pytest.FixtureRequest, venturi_queue_session: Session) -> Drainer:
+def venturi_drain(request: pytest.FixtureRequest, venturi_queue_session: AnySession) -> Drainer:
+    """``venturi_drain(**options)``: drain the queue in ``venturi_queue_session`` (yours, if you override it)."""
     return Drainer(request, venturi_queue_session)
 
 
 @pytest.fixture
-def venturi_clock(venturi_queue_session: Session) -> Clock:
+def venturi_clock(venturi_queue_session: AnySession) -> Clock:
+    """The test clock of ``venturi_queue_session``'s transaction (yours, if you override it)."""
     return Clock(venturi_queue_session)
 
 

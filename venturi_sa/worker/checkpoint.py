@@ -70,7 +70,7 @@ class Checkpointer:
             raise LeaseLost(f"job {self.fence.job_id} run {self.fence.run_count} no longer holds its claim: "
                             "the checkpoint wrote nothing, and the run's outcome will not be recorded")
         ctx.carry = carry
-        ctx.log.info("checkpoint%s", f": {note}" if note else "")
+        ctx.log.debug("checkpoint%s", f": {note}" if note else "")
 
 
 def with_progress(carry: Any, schema: Schema | None, done: float, total: float | None,

@@ -110,7 +110,7 @@ class Worker:
                  listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
                  worker_id: str | None = None, on_event: EventHook | None = None,
                  batch_outcomes: bool = True, fetch_cooldown: float = 0.1, max_backlog: int | None = None,
-                 session_class: type[Session] = Session, async_session_class: type[AsyncSession] | None = None,
+                 session_class: type[Session] | None = None, async_session_class: type[AsyncSession] | None = None,
                  sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None,
                  on_start: LifecycleHooks = None, on_stop: LifecycleHooks = None,
                  around_run: AroundRuns = None, connect_timeout: float = 60.0) -> None:
@@ -130,7 +130,7 @@ class Worker:
                                      async_engine=async_engine, pool_size=concurrency + 4)
         self.engine = self.engines.own  # the worker's own statements (claims, outcomes, leases, LISTEN)
         self._conns = self.engines.connections(isolation_level=ISOLATION)
-        self.session_class = session_class
+        self.session_class = session_class if session_class is not None else queue.session_class
         self.async_session_class = async_session_class
         self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
         self.concurrency = concurrency
@@ -148,7 +148,7 @@ class Worker:
         self._sessions: Callable[[], Session] = self._open_session
         if isinstance(self.engine, sa.Engine):
             self._sessions = sessionmaker(bind=self.engine.execution_options(isolation_level=ISOLATION),
-                                          class_=session_class, expire_on_commit=False)
+                                          class_=self.session_class, expire_on_commit=False)
         self._async_sessions: async_sessionmaker[AsyncSession] | None = None
         self._sync_sessions: sessionmaker[Session] | None = None
         self._lock = threading.Lock()
