@@ -118,6 +118,29 @@ def test_the_enqueue_span_is_in_the_callers_trace_and_stored_with_the_job(
     assert traceparent.startswith(f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-")
 
 
+def test_an_async_enqueue_is_in_the_callers_trace(
+        pg_url: str, engine: sa.Engine, traced: Queue, provider: TracerProvider,
+        exporter: InMemorySpanExporter) -> None:
+    from driver_kit import async_driver_engine
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    async def main() -> tuple[str, Any]:
+        async_engine = async_driver_engine(pg_url, "asyncpg")
+        try:
+            with provider.get_tracer("app").start_as_current_span("request") as request:
+                async with AsyncSession(async_engine) as session, session.begin():
+                    job = await traced.enqueue_async(session, Async())
+                    job_id = job.id
+            return job_id, request.get_span_context()
+        finally:
+            await async_engine.dispose()
+
+    job_id, request = asyncio.run(main())
+    [span] = spans(exporter, "enqueue otel.async")
+    assert span.parent is not None and span.parent.span_id == request.span_id
+    assert job_id in carriers(engine, traced)
+
+
 def test_a_rolled_back_enqueue_stores_nothing(engine: sa.Engine, traced: Queue) -> None:
     with Session(engine) as session, session.begin():
         traced.enqueue(session, Sync())
