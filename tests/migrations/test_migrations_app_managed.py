@@ -14,7 +14,7 @@ from migration_catalog import relation_names, run_sql
 from test_migrations_autogenerate import Project
 
 import alembic_venturi
-from venturi_sa import make_models
+from venturi_sa import Queue, Worker, make_models
 from venturi_sa.cli.main import cli
 from venturi_sa.errors import SchemaNotMigrated, VenturiError
 
@@ -124,6 +124,12 @@ def test_missing_tables_error_names_the_env_py_import(engine: sa.Engine, prefix:
     assert f"env.py must import the module that calls make_models('{prefix}', ...)" in message
     assert "another database or prefix" in message
     assert f"venturi migrate --prefix {prefix}" in message
+
+
+def test_the_worker_says_so_at_start(engine: sa.Engine, prefix: str) -> None:
+    worker = Worker(Queue(make_models(prefix)), engine, concurrency=1)
+    with pytest.raises(SchemaNotMigrated, match=r"env\.py must import the module that calls make_models"):
+        worker.run_until_idle()
 
 
 def test_app_tables_behind_head_error_names_the_env_py_import(engine: sa.Engine, prefix: str) -> None:
