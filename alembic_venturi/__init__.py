@@ -5,7 +5,8 @@ Two ways in (see ``docs/migrations.md``):
 * venturi's own migrations: :func:`upgrade` (or ``venturi migrate``) applies
   the SQL bodies ``v1`` ... :data:`HEAD` for one queue prefix, tracked in
   that queue's ``<prefix>_alembic_version`` table; :func:`offline_sql`
-  writes the same DDL as a script for a DBA.
+  writes the same DDL as a script for a DBA; :func:`stamp` hands a queue the
+  project's migrations created (:data:`APP_MANAGED`) over to them.
 * the project's Alembic: ``venturi_sa.make_models(prefix, Base)`` puts the
   tables in the project's ``MetaData`` for autogenerate, or
   :func:`exclude_venturi` keeps autogenerate away from them.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from alembic_venturi.filters import VenturiFilter, exclude_venturi
 from alembic_venturi.runner import (
+    APP_MANAGED,
     HEAD,
     REVISIONS,
     Bind,
@@ -26,10 +28,12 @@ from alembic_venturi.runner import (
     downgrade,
     lock_key,
     offline_sql,
+    stamp,
     upgrade,
 )
 
 __all__ = [
+    "APP_MANAGED",
     "HEAD",
     "REVISIONS",
     "Bind",
@@ -41,5 +45,6 @@ __all__ = [
     "exclude_venturi",
     "lock_key",
     "offline_sql",
+    "stamp",
     "upgrade",
 ]

@@ -16,7 +16,8 @@ manage the queue tables and the project's Alembic manages everything else::
 Autogenerate then neither creates, alters nor drops ``shop_jobs``,
 ``shop_journal``, the periodic-job tables ``shop_schedules`` and
 ``shop_fires``, the runtime-control tables ``shop_pauses``, ``shop_cancels``,
-``shop_timeouts`` and the owed-hook table ``shop_on_dead``, their columns, indexes and constraints, or the
+``shop_timeouts``, the owed-hook table ``shop_on_dead`` and the trace-context table
+``shop_traces``, their columns, indexes and constraints, or the
 ``shop_alembic_version`` table, whether they are in the database, in the
 project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 """
@@ -70,8 +71,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
 
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
-    ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts`` and
-    ``<prefix>_on_dead`` tables
+    ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts``,
+    ``<prefix>_on_dead`` and ``<prefix>_traces`` tables
     with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
@@ -81,5 +82,5 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     for prefix in prefixes:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
-                       names.timeouts, names.on_dead, names.version_table))
+                       names.timeouts, names.on_dead, names.traces, names.version_table))
     return VenturiFilter(frozenset(tables))

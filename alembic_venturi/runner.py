@@ -29,8 +29,8 @@ from venturi_sa.prefix import Names
 if TYPE_CHECKING:  # Alembic itself is imported where a migration or a check runs, not at import
     from alembic.config import Config
 
-HEAD = "v7"
-REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7")
+HEAD = "v8"
+REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
@@ -38,9 +38,11 @@ HEAD_INDEXES: tuple[str, ...] = (
     "jobs_history", "jobs_finished", "jobs_created", "journal_job",
 )
 # Tables (after the prefix) that exist at HEAD besides the two seed tables, and their indexes.
-HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "timeouts", "on_dead")
+HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "timeouts", "on_dead", "traces")
 HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_open", "on_dead_job")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
+# What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
+APP_MANAGED = "app-managed"
 
 Bind: TypeAlias = Engine | Connection | str | URL
 
@@ -161,15 +163,58 @@ def downgrade(bind_or_url: Bind, prefix: str, revision: str) -> None:
         _locked_migration(connection, names, step)
 
 
-def current(bind_or_url: Bind, prefix: str) -> str | None:
+def current(bind_or_url: Bind, prefix: str, *, report_app_managed: bool = False) -> str | None:
     """The revision queue ``prefix`` is at (``"v1"`` ... ``HEAD``), or None if never migrated.
 
-    Read-only.  A Connection's open transaction is left open; one this
-    call had to begin is rolled back.
+    A queue whose tables the project's own migrations created has no
+    ``<prefix>_alembic_version`` table, so it reads as None too, unless
+    ``report_app_managed`` is true: then it reads as :data:`APP_MANAGED`
+    (``"app-managed"``), whether or not its tables are at head (see
+    :func:`check_current`).  Read-only.  A Connection's open transaction is
+    left open; one this call had to begin is rolled back.
     """
     names = Names(prefix)
     with _connection(bind_or_url) as connection, _reading(connection):
-        return _revision_of(connection, names)
+        revision = _revision_of(connection, names)
+        if revision is None and report_app_managed and _has_jobs_table(connection, names):
+            return APP_MANAGED
+        return revision
+
+
+def _has_jobs_table(connection: Connection, names: Names) -> bool:
+    """Whether ``<prefix>_jobs`` is visible on the connection's search path."""
+    return connection.execute(
+        sa.text("SELECT to_regclass(:name) IS NOT NULL"),
+        {"name": connection.dialect.identifier_preparer.quote(names.jobs)},
+    ).scalar_one() is True
+
+
+def stamp(bind_or_url: Bind, prefix: str) -> None:
+    """Record :data:`HEAD` in ``<prefix>_alembic_version`` for a queue the project's migrations created.
+
+    For switching an app-managed queue (:data:`APP_MANAGED`) to venturi's
+    migrations: no table is created or altered.  Raises ``SchemaNotMigrated``
+    (nothing written) if the tables are not at head by :func:`check_current`'s
+    rules, and ``VenturiError`` if the queue has no tables or already has a
+    version table.  Same arguments, lock and one-transaction guarantee as
+    :func:`upgrade`: the stamp commits before this returns, or is rolled back.
+    """
+    names = Names(prefix)
+    with _connection(bind_or_url) as connection:
+
+        def step(config: Config) -> None:
+            from alembic import command
+
+            revision = _revision_of(connection, names)
+            if revision is not None:
+                raise VenturiError(f"queue {prefix!r} is already tracked by venturi (at {revision}); "
+                                   "nothing to stamp")
+            if not _has_jobs_table(connection, names):
+                raise VenturiError(f"queue {prefix!r} has no tables to stamp; {fix_hint(prefix)}")
+            check_current(connection, prefix)
+            command.stamp(config, HEAD)
+
+        _locked_migration(connection, names, step)
 
 
 @contextmanager
@@ -203,6 +248,13 @@ def fix_hint(prefix: str) -> str:
             "if the queue's tables are in your models")
 
 
+def autogenerate_hint(prefix: str) -> str:
+    """Why a project's own autogenerate may have left queue ``prefix``'s tables out."""
+    return (f"if your own Alembic manages the queue, its env.py must import the module that calls "
+            f"make_models({prefix!r}, ...) before autogenerate, or autogenerate leaves the queue's tables out "
+            "(see docs/migrations.md)")
+
+
 def check_current(bind_or_url: Bind, prefix: str) -> None:
     """Return if queue ``prefix`` is at :data:`HEAD`, else raise ``SchemaNotMigrated``.
 
@@ -226,12 +278,16 @@ def check_current(bind_or_url: Bind, prefix: str) -> None:
             )
         absent, present = _head_shape_gaps(connection, names)
     if names.jobs in absent:
-        raise SchemaNotMigrated(f"queue {prefix!r} is not migrated (no {names.jobs} table); {fix}")
+        raise SchemaNotMigrated(
+            f"queue {prefix!r} is not migrated (no {names.jobs} table): either venturi's migrations were "
+            f"never run for it, or {autogenerate_hint(prefix)}, or this is another database or prefix; {fix}"
+        )
     if absent or present:
         problems = [f"missing {n}" for n in absent] + [f"unexpected {n}" for n in present]
         raise SchemaNotMigrated(
             f"queue {prefix!r} has no {names.version_table} table and its tables are not at "
-            f"{HEAD} ({', '.join(problems)}); {fix} (autogenerate adds the changes)"
+            f"{HEAD} ({', '.join(problems)}); {fix} (autogenerate adds the changes; "
+            f"{autogenerate_hint(prefix)})"
         )
 
 

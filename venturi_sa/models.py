@@ -266,6 +266,21 @@ class OwedDeadCallBase:
         return f"<OwedDeadCall {self.job_id} run {self.run_no} by {self.actor}>"
 
 
+class TraceContextBase:
+    """Columns of every prefix's ``TraceContext`` class: the trace context a job was enqueued in."""
+
+    __venturi_prefix__: str
+    job_id: Mapped[str]
+    carrier: Mapped[dict[str, str]]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<TraceContext {self.job_id} {self.carrier.get('traceparent')}>"
+
+
 @dataclass(frozen=True)
 class Models:
     """The mapped classes of one queue prefix."""
@@ -279,6 +294,7 @@ class Models:
     CancelRequest: type[CancelRequestBase]
     JobTimeout: type[JobTimeoutBase]
     OwedDeadCall: type[OwedDeadCallBase]
+    TraceContext: type[TraceContextBase]
 
     @property
     def names(self) -> Names:
@@ -317,10 +333,14 @@ class Models:
         return cast(sa.Table, self.OwedDeadCall.__table__)  # type: ignore[attr-defined]
 
     @property
+    def traces_table(self) -> sa.Table:
+        return cast(sa.Table, self.TraceContext.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table, self.timeouts_table, self.on_dead_table)
+                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -544,6 +564,21 @@ def _on_dead_columns() -> dict[str, Any]:
     }
 
 
+def _traces_args(n: Names) -> tuple[Any, ...]:
+    return (
+        sa.PrimaryKeyConstraint("job_id", name=conv(n.index("traces_pkey"))),
+        sa.ForeignKeyConstraint(["job_id"], [f"{n.jobs}.id"], ondelete="CASCADE",
+                                name=conv(n.index("traces_job_id_fkey"))),
+    )
+
+
+def _traces_columns() -> dict[str, Any]:
+    return {
+        "job_id": mapped_column(sa.Text, nullable=False),
+        "carrier": mapped_column(json_column_type(), nullable=False),
+    }
+
+
 def _table_class(prefix: str, base: Any, mixin: type[T], name: str, table: str, args: tuple[Any, ...],
                  namespace: dict[str, Any]) -> type[T]:
     """The mapped class ``<Prefix><name>_<prefix>`` of ``table``: ``mixin`` (its typing aid) on ``base``."""
@@ -614,7 +649,10 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                               _cancels_columns())
     on_dead_cls = _table_class(prefix, base, OwedDeadCallBase, "OwedDeadCall", n.on_dead, _on_dead_args(n),
                                _on_dead_columns())
+    trace_cls = _table_class(prefix, base, TraceContextBase, "TraceContext", n.traces, _traces_args(n),
+                             _traces_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
-                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls)
+                    Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
+                    TraceContext=trace_cls)
     registry[prefix] = models
     return models

@@ -94,6 +94,11 @@ class Names:
         return f"{self.prefix}_on_dead"
 
     @property
+    def traces(self) -> str:
+        """The enqueue's trace context of each job that has one (migration v8)."""
+        return f"{self.prefix}_traces"
+
+    @property
     def version_table(self) -> str:
         """The per-prefix Alembic version table."""
         return f"{self.prefix}_alembic_version"

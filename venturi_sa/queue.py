@@ -44,6 +44,8 @@ from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+    from venturi_sa.worker.hooks import RunHooks
+
 T = TypeVar("T")
 
 
@@ -62,6 +64,12 @@ def _session_class_of(models: Models) -> type[Session]:
         cls: type[Session] = sqlmodel.Session
         return cls
     return Session
+
+
+def _no_run_hooks() -> RunHooks:
+    from venturi_sa.worker.hooks import NO_HOOKS  # the worker package imports this module
+
+    return NO_HOOKS
 
 
 class Queue:
@@ -104,8 +112,11 @@ class Queue:
         self.enqueue_hooks: list[EnqueueHook] = []
         """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
 
-        Empty unless a test switches on ``venturi_sa.testing.inline(queue)``.
+        Empty unless a test switches on ``venturi_sa.testing.inline(queue)`` or
+        ``venturi_sa.contrib.otel.instrument(queue)`` added its own.
         """
+        self.run_hooks = _no_run_hooks()
+        """The queue's own ``around_run``/``on_outcome`` hooks (:mod:`venturi_sa.worker.hooks`), run by every runner."""
 
     @property
     def prefix(self) -> str:

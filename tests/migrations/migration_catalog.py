@@ -79,6 +79,7 @@ PERIODIC_TABLES = ("schedules", "fires")  # migration v4
 CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
 TIMEOUT_TABLES = ("timeouts",)  # migration v6: per-job time limits
 ON_DEAD_TABLES = ("on_dead",)  # migration v7: owed on_dead calls
+TRACE_TABLES = ("traces",)  # migration v8: trace context
 
 
 def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,

@@ -94,6 +94,7 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.cancels_table.create(engine)
     models.timeouts_table.create(engine)  # v6's
     models.on_dead_table.create(engine)  # v7's
+    models.traces_table.create(engine)  # v8's
     alembic_venturi.check_current(engine, prefix)
 
 

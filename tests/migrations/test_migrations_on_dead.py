@@ -36,7 +36,7 @@ def test_down_to_v6_drops_only_the_on_dead_table(engine: sa.Engine, prefix: str)
     assert f"{prefix}_on_dead" not in relation_names(engine, prefix)
     assert snapshot(engine, prefix, tables) == before
     alembic_venturi.upgrade(engine, prefix)
-    assert alembic_venturi.current(engine, prefix) == "v7"
+    assert alembic_venturi.current(engine, prefix) == alembic_venturi.HEAD
 
 
 def test_an_owed_call_goes_with_its_job(engine: sa.Engine, prefix: str) -> None:
@@ -55,9 +55,10 @@ def test_check_current_needs_the_on_dead_table(engine: sa.Engine, prefix: str) -
     """A queue created by a project's own migrations without the v7 table is not at head."""
     models = make_models(prefix)
     for table in models.tables:
-        if table is not models.on_dead_table:
+        if table is not models.on_dead_table and table is not models.traces_table:
             table.create(engine)
     with pytest.raises(alembic_venturi.runner.SchemaNotMigrated, match=f"missing {prefix}_on_dead"):
         alembic_venturi.check_current(engine, prefix)
     models.on_dead_table.create(engine)
+    models.traces_table.create(engine)  # v8's
     alembic_venturi.check_current(engine, prefix)

@@ -1,1 +1,1 @@
-"""Integrations with web frameworks (optional extras): :mod:`venturi_sa.contrib.flask`."""
+"""Integrations (optional extras): :mod:`venturi_sa.contrib.flask` (web framework), :mod:`venturi_sa.contrib.otel`."""

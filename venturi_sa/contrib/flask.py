@@ -7,10 +7,13 @@ Install with ``pip install 'venturi[flask]'``.  The extension
 * gives workers the application's engine (``db.engine``: the database URL is
   configured once, in ``SQLALCHEMY_DATABASE_URI``) and runs every job, and
   every outcome hook, inside ``app.app_context()`` (``around_run``);
-* adds ``flask venturi worker`` (the options of ``venturi worker``),
-  ``flask venturi stats`` and ``flask venturi jobs ...``, which find the
-  engine and the queue prefix from the app; ``venturi worker myapp:app``
-  (or ``myapp:create_app``) works too.
+* adds ``flask venturi worker`` (the options of ``venturi worker``) and
+  ``flask venturi <command>`` for every ``venturi`` command that acts on a
+  queue's database (``stats``, ``jobs ...`` including ``jobs why``,
+  ``schedules``, ``pause``/``resume``/``pauses``, ``web``, ``cleanup``,
+  ``migrate``), which take the engine and the queue prefix from the app as
+  ``venturi <command> --app`` does; ``venturi worker myapp:app`` (or
+  ``myapp:create_app``) works too.
 
 Handlers write through ``ctx.session`` (a Session on ``db.engine`` whose
 transaction commits with the outcome), not ``db.session``.  A worker holds
@@ -124,24 +127,50 @@ def _register() -> None:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         run_worker(extension(app).worker_app(app), **options)
 
-    def forward(name: str) -> None:
-        @commands.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                                  "help_option_names": []})
-        @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-        @with_appcontext
-        def forwarded(args: tuple[str, ...]) -> None:
-            from venturi_sa.cli import cli
+    for name, command in _app_commands().items():
+        _forward(name, command)
 
-            ext = extension()
-            assert ext.queue is not None
-            url = ext.db.engine.url.render_as_string(hide_password=False)
-            extra = [] if "--help" in args or "-h" in args else ["--dsn", url, "--prefix", ext.queue.prefix]
-            cli.main(args=[name, *args, *extra], prog_name="flask venturi", standalone_mode=False)
 
-        forwarded.__doc__ = f"`venturi {name} ...` on the app's database and queue prefix."
+# `venturi` commands with no use inside an app: its own worker (above), the throwaway quick start.
+NOT_FORWARDED = frozenset({"worker", "quickstart", "demo"})
 
-    for name in ("stats", "jobs", "cleanup"):
-        forward(name)
+
+def _app_commands() -> dict[str, click.Command]:
+    """The ``venturi`` commands that act on one queue's database (they take ``--dsn``), by name."""
+    from venturi_sa.cli import cli
+
+    def on_a_database(command: click.Command) -> bool:
+        if any(param.name == "dsn" for param in command.params):
+            return True
+        return isinstance(command, click.Group) and any(on_a_database(c) for c in command.commands.values())
+
+    return {name: command for name, command in sorted(cli.commands.items())
+            if name not in NOT_FORWARDED and on_a_database(command)}
+
+
+def _forward(name: str, command: click.Command) -> None:
+    """``flask venturi NAME ...``: ``venturi NAME ...`` run as with ``--app`` naming this Flask app.
+
+    The venturi command itself parses the arguments (``--help`` shows its
+    help), takes the queue's prefix and ``db.engine``'s database from the
+    app unless ``--prefix``/``--dsn`` are given, and fails as it does: one
+    ``venturi: error:`` line, exit status 1 (2 for usage mistakes).
+    """
+
+    @commands.command(name, help=f"{command.get_short_help_str(80)} (`venturi {name}` on the app's queue)",
+                      context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                        "help_option_names": []})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    @with_appcontext
+    def forwarded(args: tuple[str, ...]) -> None:
+        from venturi_sa.cli import cli
+        from venturi_sa.cli.options import APP_META
+
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        worker_app = extension(app).worker_app(app)
+        with cli.make_context("flask venturi", [name, *args]) as ctx:
+            ctx.meta[APP_META] = worker_app  # what `venturi --app` sets: the prefix, the engine's URL, the tasks
+            cli.invoke(ctx)
 
 
 _register()

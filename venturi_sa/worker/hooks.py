@@ -1,4 +1,4 @@
-"""Worker lifecycle hooks and the per-run scope: ``on_start``, ``on_stop``, ``around_run``.
+"""Worker lifecycle hooks and the per-run scope: ``on_start``, ``on_stop``, ``around_run``, ``on_outcome``.
 
 ``on_start(worker)`` runs in the worker's process when it starts, after the
 schema check and before any job is claimed (raising stops the start: the
@@ -10,6 +10,18 @@ its outcome hook such as ``Task.on_dead``), on the thread or event-loop task
 that runs it: open a Flask app context, a tracing span or a Sentry scope
 there.  An error entering or leaving it is that run's failure, like an
 error raised by the handler.
+
+``on_outcome(ctx, params)`` is called once per run on the thread that ran
+it, when the run's outcome is decided and before it is written: it may
+return replacement ``FinishParams`` (the same fence and outcome, e.g. with
+more in the attachment) or None to keep them.  An error there is logged and
+the outcome kept; nothing is written yet, so a crash loses nothing but the
+run (the lease expires and the job runs again).
+
+A queue carries hooks of its own, ``queue.run_hooks``
+(``venturi_sa.contrib.otel.instrument(queue)`` adds there); each runner of
+the queue (the worker, ``WorkerApp``, the testing helpers) runs them before
+its own, i.e. outside them.
 """
 
 from __future__ import annotations
@@ -23,12 +35,20 @@ from typing import TYPE_CHECKING, Any
 from venturi_sa.errors import InvalidOption
 
 if TYPE_CHECKING:
+    from venturi_sa.storage.params import FinishParams
     from venturi_sa.worker.context import JobContext
     from venturi_sa.worker.worker import Worker
 
 logger = logging.getLogger("venturi_sa.worker")
 LifecycleHook = Callable[["Worker"], None]
 AroundRun = Callable[["JobContext"], AbstractContextManager[Any]]
+OnOutcome = Callable[["JobContext", "FinishParams"], "FinishParams | None"]
+OUTCOME_WIRED = False
+"""Whether the executor calls :meth:`RunHooks.outcome` for every run (set True by the change that wires it).
+
+Hooks that must finish a run's scope either way (a tracing span) end it when
+``around_run`` exits while this is False, and at ``on_outcome`` once it is True.
+"""
 
 
 def _hooks(name: str, value: Callable[..., Any] | Sequence[Callable[..., Any]] | None) -> tuple[Any, ...]:
@@ -49,14 +69,17 @@ class RunHooks:
     on_start: tuple[LifecycleHook, ...] = ()
     on_stop: tuple[LifecycleHook, ...] = ()
     around_run: tuple[AroundRun, ...] = ()
+    on_outcome: tuple[OnOutcome, ...] = ()
 
     @classmethod
-    def of(cls, on_start: Any = None, on_stop: Any = None, around_run: Any = None) -> RunHooks:
-        return cls(_hooks("on_start", on_start), _hooks("on_stop", on_stop), _hooks("around_run", around_run))
+    def of(cls, on_start: Any = None, on_stop: Any = None, around_run: Any = None,
+           on_outcome: Any = None) -> RunHooks:
+        return cls(_hooks("on_start", on_start), _hooks("on_stop", on_stop), _hooks("around_run", around_run),
+                   _hooks("on_outcome", on_outcome))
 
     def __add__(self, other: RunHooks) -> RunHooks:
         return RunHooks(self.on_start + other.on_start, self.on_stop + other.on_stop,
-                        self.around_run + other.around_run)
+                        self.around_run + other.around_run, self.on_outcome + other.on_outcome)
 
     def started(self, worker: Worker) -> None:
         for hook in self.on_start:
@@ -72,6 +95,26 @@ class RunHooks:
     def around(self, ctx: JobContext) -> AbstractContextManager[None]:
         """Enter every ``around_run(ctx)`` in order (left last first); a shared no-op without hooks."""
         return self._around(ctx) if self.around_run else NOTHING
+
+    def outcome(self, ctx: JobContext, params: FinishParams) -> FinishParams:
+        """The run's outcome after every ``on_outcome`` hook, in order; the shared ``params`` without hooks.
+
+        A hook returning anything but None or ``FinishParams`` of the same
+        fence and outcome, or raising, is logged and skipped.
+        """
+        for hook in self.on_outcome:
+            try:
+                changed = hook(ctx, params)
+            except Exception:  # noqa: BLE001 - user code; the outcome stands
+                logger.exception("on_outcome hook %r raised; the outcome is kept", hook)
+                continue
+            if changed is None:
+                continue
+            if getattr(changed, "fence", None) != params.fence or getattr(changed, "outcome", None) != params.outcome:
+                logger.error("on_outcome hook %r returned %r, not the run's FinishParams; ignored", hook, changed)
+                continue
+            params = changed
+        return params
 
     @contextmanager
     def _around(self, ctx: JobContext) -> Iterator[None]:
