@@ -22,7 +22,6 @@ from venturi_sa.contrib.otel import instrument
 from venturi_sa.testing import drain
 
 pytestmark = pytest.mark.timeout(60)
-NEEDS_PIPELINE = pytest.mark.xfail(strict=True, reason="needs pipeline call")
 APP: dict[str, trace.Tracer] = {}  # the application's tracer, on the test's provider (set by ``traced``)
 
 
@@ -211,7 +210,6 @@ def test_a_raising_handler_marks_its_run_span(
 
 # -- what needs the pipeline: outcome reported to hooks, the queue's hooks run by every runner ----------
 
-@NEEDS_PIPELINE
 @pytest.mark.parametrize("task", [Sync(), Async()], ids=["sync", "async"])
 def test_the_outcome_is_a_run_span_attribute(
         engine: sa.Engine, traced: Queue, exporter: InMemorySpanExporter, task: Task) -> None:
@@ -221,7 +219,6 @@ def test_the_outcome_is_a_run_span_attribute(
     assert run.attributes is not None and run.attributes.get("venturi.job.outcome") == "completed"
 
 
-@NEEDS_PIPELINE
 def test_the_trace_id_is_in_a_failed_runs_journal_attachment(
         engine: sa.Engine, traced: Queue, exporter: InMemorySpanExporter) -> None:
     [job_id] = enqueue(engine, traced, Flaky())
@@ -232,7 +229,6 @@ def test_the_trace_id_is_in_a_failed_runs_journal_attachment(
     assert completed.outcome == "completed" and completed.attachment is None  # the job's result, untouched
 
 
-@NEEDS_PIPELINE
 def test_a_worker_runs_the_queues_hooks_by_itself(
         engine: sa.Engine, traced: Queue, exporter: InMemorySpanExporter) -> None:
     enqueue(engine, traced, Sync())
@@ -240,7 +236,6 @@ def test_a_worker_runs_the_queues_hooks_by_itself(
     assert len(spans(exporter, "run otel.sync")) == 1
 
 
-@NEEDS_PIPELINE
 def test_drain_runs_the_queues_hooks(engine: sa.Engine, traced: Queue, exporter: InMemorySpanExporter) -> None:
     with Session(engine) as session, session.begin():
         traced.enqueue(session, Sync())

@@ -50,7 +50,6 @@ def test_checkpoints_log_at_debug(engine: sa.Engine, models: Any, caplog: pytest
     assert not [r for r in above_debug(caplog) if SECRET in r.getMessage()]
 
 
-@pytest.mark.xfail(strict=True, reason="needs executor change")
 def test_a_cancelled_run_ends_with_one_info_line_and_no_traceback(
         engine: sa.Engine, models: Any, caplog: pytest.LogCaptureFixture) -> None:
     started = threading.Event()

@@ -142,8 +142,6 @@ class _Tracing:
             raise
         finally:
             otel_context.detach(token)
-            if not hooks.OUTCOME_WIRED:
-                run.end()
 
     def _start(self, ctx: JobContext) -> Span:
         """A run span: the enqueue span's child on the first run, else linked to it."""

@@ -189,7 +189,8 @@ def _pipeline(session: Session, queue: Queue, job: ClaimedJob) -> tuple[Run, Han
     backend = backend_for(queue.models)
     if not is_async_kind(queue.registry, job.kind):
         handler = HandlerSession(session, queue.session_class)
-        run = new_run(job, lambda: handler.session, queue.registry, backend)
+        run = new_run(job, lambda: handler.session, queue.registry, backend, hooks=queue.run_hooks,
+                      max_payload_bytes=queue.max_payload_bytes)
         return run, handler, lambda: run_pipeline(run, queue.registry)
     proxy = async_proxy(session)
     if proxy is None:
@@ -197,7 +198,7 @@ def _pipeline(session: Session, queue: Queue, job: ClaimedJob) -> tuple[Run, Han
                             "`await drain_async(async_session, queue)`")
     handler = HandlerSession(session, queue.session_class, as_is=True)
     run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: proxy,
-                  begin=async_begin(proxy))
+                  begin=async_begin(proxy), hooks=queue.run_hooks, max_payload_bytes=queue.max_payload_bytes)
     return run, handler, lambda: run_awaiting(run, queue.registry)
 
 

@@ -25,12 +25,14 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util import await_only
 
 from venturi_sa.errors import InvalidOption
+from venturi_sa.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.executor import absorb, classify, control, exception_note, prepare
+from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 from venturi_sa.worker.joblog import current_job, job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline
@@ -46,16 +48,18 @@ Begin = Callable[[Callable[[Runner], bool]], bool]
 
 def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Registry,
             backend: Backend | None = None, open_async_session: Callable[[], AsyncSession] | None = None,
-            begin: Begin | None = None) -> Run:
+            begin: Begin | None = None, hooks: RunHooks = NO_HOOKS,
+            max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Run:
     """A run of ``job`` whose ``ctx.session`` is whatever ``open_session`` returns.
 
     With ``backend``, ``ctx.checkpoint()`` writes (fenced) in that same
     session (or through ``begin``), i.e. in the test's transaction; without,
     it only checks and keeps the carry.  ``open_async_session`` gives
-    ``ctx.session_async``.
+    ``ctx.session_async``; ``hooks`` are the queue's run hooks (tracing).
     """
-    ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session)
-    run = Run(job=job, ctx=ctx)
+    ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session,
+                     max_payload_bytes=max_payload_bytes)
+    run = Run(job=job, ctx=ctx, hooks=hooks)
     schema = registry.get(job.kind).carry_schema if job.kind in registry else None
     def in_session(fn: Callable[[Runner], bool]) -> bool:
         return fn(open_session())
@@ -132,6 +136,8 @@ def run_awaiting(run: Run, registry: Registry) -> Any:
     finally:
         current_job.reset(token)
         run.duration = time.monotonic() - started
+    if run.params is not None and run.hooks.on_outcome:
+        run.params = run.hooks.outcome(run.ctx, run.params)
     return result
 
 

@@ -84,7 +84,7 @@ def deliver_cancel(run: Run, note: str) -> None:
     """Mark the run cancelled (logged once) and cancel its task if it is an ``async def`` handler running."""
     if not run.ctx.mark_cancelled(note):
         return
-    run.ctx.log.info("cancel delivered to job %s run %d: %s", run.job.id, run.job.run_count, note)
+    run.ctx.log.debug("cancel delivered to job %s run %d: %s", run.job.id, run.job.run_count, note)
     run.cancel_task()
 
 

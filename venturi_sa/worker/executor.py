@@ -12,6 +12,7 @@ counts against its kind's cap until its coroutine has ended.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from venturi_sa import payloads
-from venturi_sa.errors import InvalidPayload
+from venturi_sa.errors import InvalidPayload, JobCancelled
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
@@ -68,7 +69,7 @@ def _finish(run: Run, outcome: Outcome, note: str | None, **extra: Any) -> Finis
 
 def _safe_attachment(run: Run) -> Any:
     try:
-        return payloads.ensure_json(run.ctx.attachment, "attachment")
+        return payloads.ensure_json(run.ctx.attachment, "attachment", run.ctx.max_payload_bytes)
     except BaseException as exc:  # noqa: BLE001 - an invalid attachment is dropped from a failure record
         absorb(exc)
         return None
@@ -167,6 +168,9 @@ def execute(run: Run) -> Any:
         absorb(exc)
         run.failed = True
         note = exception_note(exc)
+        if run.ctx.cancelled and isinstance(exc, (JobCancelled, asyncio.CancelledError)):
+            run.ctx.log.debug("job stopped on its cancel: %s", note)  # the outcome's one line says the rest
+            return exc
         run.ctx.log.warning("job raised %s", note, exc_info=exc)  # once, with the whole traceback
         if run.ctx.attachment is None:
             run.ctx.attachment = error_attachment(exc, note)  # the last frames, on the journal entry
@@ -176,8 +180,9 @@ def execute(run: Run) -> Any:
 def _carry(run: Run) -> dict[str, Any]:
     schema = run.task_type.carry_schema if run.task_type else None
     value = run.ctx.carry
-    stored = payloads.dump(schema, value, "carry") if schema is not None and value is not None else value
-    return {"carry": payloads.ensure_json(stored, "carry"), "save_carry": True}
+    bound = run.ctx.max_payload_bytes
+    stored = payloads.dump(schema, value, "carry", bound) if schema is not None and value is not None else value
+    return {"carry": payloads.ensure_json(stored, "carry", bound), "save_carry": True}
 
 
 def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
@@ -188,18 +193,20 @@ def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
     return _finish(run, Outcome.PAUSED, note, visible_at=until, delay=result.delay, **carry)
 
 
-def stored_result(value: Any) -> tuple[Any, str | None]:
+def stored_result(value: Any, max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> tuple[Any, str | None]:
     """A handler's return value as the JSON the job keeps, and None; or None and why it cannot be kept.
 
     Any value ``json.dumps`` accepts is a result, as ``json.dumps`` writes it
-    (a tuple becomes an array, an integer key a string).
+    (a tuple becomes an array, an integer key a string), within the queue's
+    ``max_payload_bytes``.
     """
+    what = "the handler's return value (the job's result)"
     try:
-        return payloads.ensure_json(value, "the handler's return value (the job's result)"), None
+        return payloads.ensure_json(value, what, max_bytes), None
     except InvalidPayload as exc:
         problem = str(exc)
     try:
-        return payloads.ensure_json(json.loads(json.dumps(value, allow_nan=False)), "result"), None
+        return payloads.ensure_json(json.loads(json.dumps(value, allow_nan=False)), what, max_bytes), None
     except (TypeError, ValueError, RecursionError, InvalidPayload):
         return None, problem
 
@@ -212,7 +219,7 @@ def _result(run: Run, value: Any) -> FinishParams:
     succeeded; a retry would repeat its effects): without a result, with a
     WARNING and a journal note saying why.
     """
-    result, problem = stored_result(value)
+    result, problem = stored_result(value, run.ctx.max_payload_bytes)
     note = None
     if problem is not None:
         note = note_text(f"completed; its return value was not stored: {problem}")
@@ -281,8 +288,8 @@ def control(run: Run) -> FinishParams | None:
         return None
     run.failed = True  # the handler's ctx.session work is rolled back with the outcome write
     note = note_text(state.note or "cancelled")
-    run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
     if state.timed_out:
+        run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
         return failure(run, note)
     return FinishParams(fence=run.fence, outcome=Outcome.DEAD, note=note)
 

@@ -43,12 +43,6 @@ logger = logging.getLogger("venturi_sa.worker")
 LifecycleHook = Callable[["Worker"], None]
 AroundRun = Callable[["JobContext"], AbstractContextManager[Any]]
 OnOutcome = Callable[["JobContext", "FinishParams"], "FinishParams | None"]
-OUTCOME_WIRED = False
-"""Whether the executor calls :meth:`RunHooks.outcome` for every run (set True by the change that wires it).
-
-Hooks that must finish a run's scope either way (a tracing span) end it when
-``around_run`` exits while this is False, and at ``on_outcome`` once it is True.
-"""
 
 
 def _hooks(name: str, value: Callable[..., Any] | Sequence[Callable[..., Any]] | None) -> tuple[Any, ...]:

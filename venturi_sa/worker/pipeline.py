@@ -96,6 +96,8 @@ def decide(run: Run, registry: Registry) -> Any:
         result = exc
     finally:
         run.duration = time.monotonic() - started
+    if run.params is not None and run.hooks.on_outcome:  # e.g. a tracing span ends with the outcome
+        run.params = run.hooks.outcome(run.ctx, run.params)
     return result
 
 

@@ -123,7 +123,7 @@ class Worker:
         if max_backlog is not None and max_backlog < 1:
             raise InvalidOption(f"max_backlog must be >= 1, got {max_backlog}")
         self.queue = queue
-        self.hooks = RunHooks.of(on_start, on_stop, around_run)
+        self.hooks = queue.run_hooks + RunHooks.of(on_start, on_stop, around_run)
         self.models = queue.models
         self.backend = backend_for(queue.models)
         self.engines = WorkerEngines(require_worker_engine(engine), sync_engine=sync_engine,
@@ -234,9 +234,10 @@ class Worker:
         """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
         runs = []
         sessions, async_sessions, hooks = self._sessions, self._open_async_session, self.hooks
-        backend, begin, tasks = self.backend, self._conns.begin, self._tasks
+        backend, begin, tasks, bound = self.backend, self._conns.begin, self._tasks, self.queue.max_payload_bytes
         for job in jobs:
-            ctx = JobContext(job, job.carry, sessions, None, async_sessions)  # its logger is made on first use
+            ctx = JobContext(job, job.carry, sessions, None, async_sessions,  # its logger is made on first use
+                             max_payload_bytes=bound)
             task_type = tasks.get(job.kind)
             ctx.checkpointer = Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
                                             backend, begin)
