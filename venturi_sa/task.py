@@ -233,7 +233,9 @@ class Task:
         the job's result, recorded as ``Complete`` with the value as the
         run's journal attachment (it replaces one set with
         ``ctx.set_attachment``) and read back with ``queue.result(...)``.
-        A value JSON cannot store is a retryable failure.
+        Any value ``json.dumps`` accepts is a result (a tuple is stored as
+        an array); one it cannot store completes the job without a result,
+        with a WARNING and a journal note, and is never retried.
         """
         raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
 

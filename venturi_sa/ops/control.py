@@ -85,10 +85,12 @@ def cancel(models: Models, bind: sa.Engine | Session, job_id: str, note: str | N
            actor: str = DEFAULT_ACTOR, registry: Registry | None = None) -> Cancelled:
     """Cancel a job: a pending one ends ``dead`` now; a claimed one gets a durable cancel request.
 
-    The running handler sees ``ctx.cancelled`` (an async one is also
-    cancelled) within one lease renewal of the commit, sooner through
-    ``NOTIFY`` when its worker listens; its run then ends ``dead`` with a
-    "cancelled by" note and its ``ctx.session`` work rolled back.  If the run
+    The holding worker delivers the request at its next lease renewal (at
+    once through ``NOTIFY`` when it listens): ``ctx.cancelled`` turns true
+    and an ``async def`` handler's task is cancelled.  When the handler
+    returns (a sync one must check ``ctx.cancelled`` to stop early), the run
+    ends ``dead`` with a "cancelled by" note and its ``ctx.session`` work
+    rolled back.  If the run
     finishes first, its own outcome stands (exactly one outcome is written);
     if it ends retried, paused or released, or its worker dies, before the
     request reaches it, the job ends ``dead`` as cancelled all the same.

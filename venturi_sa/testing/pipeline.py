@@ -57,15 +57,16 @@ def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Regi
     it only checks and keeps the carry.  ``open_async_session`` gives
     ``ctx.session_async``; ``hooks`` are the queue's run hooks (tracing).
     """
-    ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session,
-                     max_payload_bytes=max_payload_bytes)
-    run = Run(job=job, ctx=ctx, hooks=hooks)
     schema = registry.get(job.kind).carry_schema if job.kind in registry else None
+
     def in_session(fn: Callable[[Runner], bool]) -> bool:
         return fn(open_session())
 
     chosen = begin or in_session
-    run.ctx.checkpointer = Checkpointer(job.fence, schema, backend, chosen if backend is not None else None)
+    checkpointer = Checkpointer(job.fence, schema, backend, chosen if backend is not None else None)
+    ctx = JobContext(job, job.carry, open_session, job_log(job), open_async_session,
+                     max_payload_bytes=max_payload_bytes, checkpointer=checkpointer)
+    run = Run(job=job, ctx=ctx, hooks=hooks)
     return run
 
 

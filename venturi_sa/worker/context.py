@@ -38,7 +38,8 @@ class JobContext:
     def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],
                  log: logging.LoggerAdapter[logging.Logger] | None = None,
                  open_async_session: Callable[[], AsyncSession] | None = None, *,
-                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
+                 checkpointer: Checkpointer | None = None) -> None:
         self._job = job
         self.max_payload_bytes = max_payload_bytes
         """The queue's ``max_payload_bytes``: the bound on this run's attachment, checkpoints, carry and result."""
@@ -52,7 +53,7 @@ class JobContext:
         self._log = log  # made on first use (most runs never log): see :attr:`log`
         self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
         self._cancel = CancelState()  # likewise shared (runtime control, see worker/cancel.py)
-        self.checkpointer: Checkpointer | None = None  # set by the worker (see worker/checkpoint.py)
+        self.checkpointer = checkpointer  # writes ctx.checkpoint() (worker/checkpoint.py); None: checks only
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -131,10 +132,9 @@ class JobContext:
     def fresh(self) -> JobContext:
         """A new context for the same claim (carry as stored, no attachment, no session)."""
         ctx = JobContext(self._job, self._job.carry, self._open_session, self._log, self._open_async_session,
-                         max_payload_bytes=self.max_payload_bytes)
+                         max_payload_bytes=self.max_payload_bytes, checkpointer=self.checkpointer)
         ctx._lease_lost = self._lease_lost
         ctx._cancel = self._cancel
-        ctx.checkpointer = self.checkpointer
         return ctx
 
     _KEEP: Any = object()

@@ -73,6 +73,18 @@ class InFlight:
             run.state = RunState.RUNNING
             return True
 
+    def persisting(self, run: Run) -> bool:
+        """RUNNING -> PERSISTING: its outcome is decided; False if a stop released it first (write nothing).
+
+        A stop no longer releases a persisting run: its outcome (handed to
+        the batch writer, or written in its session) is flushed instead.
+        """
+        with self._lock:
+            if run.state is RunState.RELEASED:
+                return False
+            run.state = RunState.PERSISTING
+            return True
+
     def free_slot(self, run: Run) -> None:
         """The run's handler has ended and its outcome is handed on: its slot is free for another claim.
 
@@ -143,6 +155,8 @@ class InFlight:
 
     def release_unfinished(self) -> list[Run]:
         """Mark every queued or running run RELEASED and out of flight; returns them.
+
+        Persisting runs (their outcome decided) are left to finish their write.
 
         A queued run (its handler never starts) gives its slot back now; a
         running one keeps it until its handler ends (:meth:`free_slot`).

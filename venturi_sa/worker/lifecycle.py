@@ -147,6 +147,9 @@ def shutdown(threads: Threads, inflight: InFlight, *, worker_id: str, grace: flo
              released: Callable[[Run, bool], None]) -> None:
     """Drain within ``grace`` (none if ``abort``), release the rest, flush outcomes, join threads.
 
+    Only runs whose handler has not returned are released; a run whose
+    outcome is decided (handed to the batch writer, or being written in its
+    session) is written, and waited for up to ``flush_timeout``.
     ``released(run, recorded)`` is called for each run given back.
     """
     deadline = time.monotonic() + (0.0 if abort.is_set() else grace)
@@ -161,7 +164,10 @@ def shutdown(threads: Threads, inflight: InFlight, *, worker_id: str, grace: flo
                            run.job.id, run.job.kind, run.job.run_count)
         released(run, recorded)
     threads.executors.close(timeout=0.0 if leftover else JOIN_TIMEOUT)
+    flushed = time.monotonic() + flush_timeout
     threads.completer.close(timeout=flush_timeout)
+    if not inflight.wait_empty(flushed - time.monotonic()):  # outcomes still being written in their sessions
+        logger.error("%d outcomes were still being written at the end of the stop", len(inflight))
     halt.set()
     wake.set()
     for thread in (threads.keeper, threads.listener, threads.firer, threads.owed):

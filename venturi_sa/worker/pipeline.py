@@ -164,7 +164,7 @@ class RunPipeline:
         """Steps 1-6; True once the run's result has been reported (or is with the batch)."""
         for attempt in range(1, SESSION_ATTEMPTS + 1):
             decide(run, self.registry)
-            if run.released:
+            if not self.inflight.persisting(run):
                 return False  # released at shutdown while it ran: nothing of it is persisted
             persisted = self.completer.persist(run, may_rerun=attempt < SESSION_ATTEMPTS)
             if isinstance(persisted, Refused):

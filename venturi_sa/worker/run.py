@@ -16,7 +16,8 @@ class RunState(enum.Enum):
     """Where a run is.  Changed only under the in-flight registry's lock."""
 
     QUEUED = "queued"  # claimed, waiting for an executor thread
-    RUNNING = "running"  # its handler (or outcome write) is in progress
+    RUNNING = "running"  # its handler is in progress: a stop past the grace period releases it
+    PERSISTING = "persisting"  # its outcome is decided and being written: a stop lets the write finish
     FINISHED = "finished"  # its outcome is persisted (or given up on)
     RELEASED = "released"  # given back at shutdown: nothing of it may be persisted
 

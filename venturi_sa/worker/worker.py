@@ -236,11 +236,11 @@ class Worker:
         sessions, async_sessions, hooks = self._sessions, self._open_async_session, self.hooks
         backend, begin, tasks, bound = self.backend, self._conns.begin, self._tasks, self.queue.max_payload_bytes
         for job in jobs:
-            ctx = JobContext(job, job.carry, sessions, None, async_sessions,  # its logger is made on first use
-                             max_payload_bytes=bound)
             task_type = tasks.get(job.kind)
-            ctx.checkpointer = Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
-                                            backend, begin)
+            checkpointer = Checkpointer(job.fence, task_type.carry_schema if task_type is not None else None,
+                                        backend, begin)
+            ctx = JobContext(job, job.carry, sessions, None, async_sessions,  # its logger is made on first use
+                             max_payload_bytes=bound, checkpointer=checkpointer)
             runs.append(Run(job=job, ctx=ctx, hooks=hooks))
         self.inflight.add_many(runs)
         assert self._threads is not None
