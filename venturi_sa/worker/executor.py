@@ -20,6 +20,8 @@ from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.exc import StatementError
+
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidPayload, JobCancelled
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
@@ -59,6 +61,9 @@ def note_text(text: object) -> str:
 
 
 def exception_note(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` as a storable note; a failed statement's parameters (payloads) are left out."""
+    if isinstance(exc, StatementError):
+        exc.hide_parameters = True  # notes and log lines never carry a payload, whatever the engine's setting
     message = note_text(exc)
     return note_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
