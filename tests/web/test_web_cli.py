@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from cli_kit import fails, invoke, ok
 from web_kit import free_port
 
-from venturi_sa.cli.web_cmd import _loopback
+from venturi_sa.web.standalone import is_loopback as _loopback
 
 STARTUP = 90.0  # seconds a server may take to answer (the quick start runs its demo first)
 

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from starlette.responses import HTMLResponse
 from starlette.testclient import TestClient
-from web_kit import csrf_of
+from web_kit import confirmed, csrf_of, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import Action, ActionContext, Page, create_app
@@ -142,8 +142,11 @@ def test_bulk_action_on_the_selection_journals_the_actor(engine: sa.Engine, mode
 def test_bulk_action_on_all_matching_the_filter(engine: sa.Engine, models: Any, client: TestClient,
                                                  seeded: dict[str, list[str]]) -> None:
     queue = Queue(models)
-    response = _act(client, "kill:matching", kind="k_pending")  # pending jobs of that kind only
-    assert response.status_code == 303 and "2+job" in response.headers["location"]
+    asked = _act(client, "kill:matching", kind="k_pending")  # pending jobs of that kind only
+    assert {queue.get_job(engine, i).status for i in seeded["pending"]} == {"pending"}  # not yet: confirm first
+    assert "Kill 2 job(s)?" in asked.text and "k_pending</span>: 2" in asked.text and "kind=k_pending" in asked.text
+    response = confirmed(client, asked)
+    assert response.status_code == 200 and msg_of(response.text) == "Kill: 2 job(s) changed"
     assert {queue.get_job(engine, i).status for i in seeded["pending"]} == {"dead"}
     assert {queue.get_job(engine, i).status for i in seeded["scheduled"]} == {"pending"}  # other kind
     released = _act(client, "release:matching", status="claimed")

@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import unescape
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,6 +15,8 @@ from ops_support import counted as counted  # re-exported: the dashboard tests c
 from ops_support import factory_session
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+MSG = re.compile(r'<p class="msg" id="msg">([^<]*)</p>')
 
 
 def seed(engine: sa.Engine, models: Any) -> dict[str, list[str]]:
@@ -35,6 +38,28 @@ def csrf_of(html: str) -> str:
     found = CSRF.search(html)
     assert found, "no CSRF field in the page"
     return found.group(1)
+
+
+def confirm_form(html: str) -> list[tuple[str, str]]:
+    """The hidden fields of a confirmation page's form, in order (what its button submits)."""
+    start = html.index('id="confirm-form"')
+    return [(k, unescape(v)) for k, v in HIDDEN.findall(html[start:html.index("</form>", start)])]
+
+
+def confirmed(client: Any, page: Any, **headers: str) -> Any:
+    """Submit the confirmation ``page`` (a response) as its button would; returns the results page."""
+    assert page.status_code == 200 and 'id="confirm-form"' in page.text, page.text
+    data: dict[str, list[str]] = {}
+    for name, value in confirm_form(page.text):
+        data.setdefault(name, []).append(value)
+    return client.post("/actions", data=data, headers=headers, follow_redirects=False)
+
+
+def msg_of(html: str) -> str:
+    """The page's message line (the summary a results page or a redirect shows)."""
+    found = MSG.search(html)
+    assert found, "no message on the page"
+    return unescape(found.group(1))
 
 
 def free_port() -> int:

@@ -374,6 +374,14 @@ def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
     return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
 
 
+# -- a selection, checked before an action changes any of it ---------------------------
+
+def selection_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any]:
+    """``(id, kind, status)`` of each of ``job_ids`` that exists (primary key probes)."""
+    job = models.Job
+    return _select(job.id, job.kind, job.status).where(job.id.in_(list(job_ids)))
+
+
 # -- the change token -----------------------------------------------------------------
 
 def token_statement(models: Models) -> sa.Select[Any]:

@@ -29,6 +29,7 @@ from venturi_sa.storage.dashboard import (
     JobPageParams,
     OverviewCounts,
     WindowParams,
+    selection_statement,
 )
 from venturi_sa.storage.history import JobParams
 
@@ -183,6 +184,16 @@ def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tu
         if page.next_after is None:
             return
         params = replace(params, after=page.next_after)
+
+
+def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
+    found: dict[str, tuple[str, str]] = {}
+    with short_transaction(models, engine) as session:
+        for start in range(0, len(job_ids), 500):
+            for row in session.execute(selection_statement(models, job_ids[start:start + 500])):
+                found[row[0]] = (row[1], row[2])
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
