@@ -163,7 +163,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
     async def job_json(request: Request) -> Response:
         """One JSON field of a job in full (what its page shows truncated), as a download."""
         job_id = request.path_params["job_id"]
-        await dashboard.may_view(request, [job_id])
+        await dashboard.may_view(request, _viewed_ids(request))
         found = (await run_in_threadpool(job_data, request))["view"]
         field = request.path_params["field"]
         value = _json_field(found, field)
