@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -102,3 +103,16 @@ def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
     done = subprocess.run([sys.executable, ENQUEUE_APP, dsn, prefix, body], capture_output=True, text=True,
                           timeout=60, check=True)
     return done.stdout.strip()
+
+
+DASHBOARD_DOCS = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+
+
+def dashboard_docs(engine: sa.Engine, prefix: str) -> dict[str, Any]:
+    """docs/dashboard.md's python blocks run in one namespace (as the docs test runs them); returns it."""
+    from test_docs_examples import blocks
+
+    namespace: dict[str, Any] = {"__name__": "docs_dashboard", "engine": engine, "prefix": prefix}
+    for line, code in blocks(DASHBOARD_DOCS):
+        exec(compile("\n" * (line - 1) + code, str(DASHBOARD_DOCS), "exec"), namespace)  # noqa: S102
+    return namespace

@@ -96,7 +96,6 @@ class Venturi:
         """
         try:
             from a2wsgi import ASGIMiddleware
-            from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
             from venturi_sa.web import create_app
         except ImportError:
@@ -106,8 +105,7 @@ class Venturi:
             engine = self.db.engine
         options.setdefault("tasks", self.queue.registry)
         dashboard = ASGIMiddleware(create_app(engine, self.queue.prefix, **options))  # type: ignore[arg-type]
-        app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
-            app.wsgi_app, {path.rstrip("/"): _Guarded(app, dashboard, guard)})
+        app.wsgi_app = _Guarded(app, app.wsgi_app, path.rstrip("/"), dashboard, guard)  # type: ignore[method-assign]
 
     # -- the worker side ---------------------------------------------------------------------
     def worker_app(self, app: Flask) -> WorkerApp:
@@ -138,16 +136,26 @@ Guard = Callable[[], Any]
 
 
 class _Guarded:
-    """WSGI: run ``guard`` in a request context of ``app``; on True pass the request to ``dashboard``."""
+    """WSGI: requests under ``path`` pass ``guard`` (in a request context of ``app``), then reach ``dashboard``.
 
-    def __init__(self, app: Flask, dashboard: Any, guard: Guard) -> None:
+    The guard sees the request as ``app``'s own views do (same script root), so
+    ``url_for`` and Flask-Login's login redirect point into the app, not the
+    dashboard.
+    """
+
+    def __init__(self, app: Flask, inner: Any, path: str, dashboard: Any, guard: Guard) -> None:
         self.app = app
+        self.inner = inner
+        self.path = path
         self.dashboard = dashboard
         self.guard = guard
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         from werkzeug.exceptions import HTTPException
 
+        path_info = str(environ.get("PATH_INFO", ""))
+        if path_info != self.path and not path_info.startswith(self.path + "/"):
+            return self.inner(environ, start_response)
         with self.app.request_context(environ):
             try:
                 verdict = self.guard()
@@ -156,7 +164,9 @@ class _Guarded:
             if verdict is not True:
                 response = self.app.make_response(verdict if verdict is not False else ("forbidden", 403))
                 return response(environ, start_response)
-        return self.dashboard(environ, start_response)
+        mounted = {**environ, "SCRIPT_NAME": str(environ.get("SCRIPT_NAME", "")) + self.path,
+                   "PATH_INFO": path_info[len(self.path):]}
+        return self.dashboard(mounted, start_response)
 
 
 def extension(app: Flask | None = None) -> Venturi:
