@@ -29,7 +29,8 @@ TARGETS = {"requeue": "dead", "kill": "pending", "release": "claimed", "cancel":
 VALUES = {"priority": "0", "run_at": "1h", "payload": '{"n": 5}'}
 QUEUE_OPERATIONS = [{"do": "pause_kind", "kind": "k_pending", "reason": "no"}, {"do": "pause_kind", "kind": "*"},
                     {"do": "resume_kind", "kind": "k_paused"}, {"do": "pause_schedule", "name": "hourly"},
-                    {"do": "resume_schedule", "name": "paused-one"}]
+                    {"do": "resume_schedule", "name": "paused-one"},
+                    {"do": "run_schedule", "name": "hourly"}]
 
 
 def _statuses(engine: sa.Engine, models: Any) -> list[tuple[Any, ...]]:
