@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from starlette.responses import HTMLResponse
 from starlette.testclient import TestClient
-from web_kit import confirmed, csrf_of, msg_of
+from web_kit import confirmed, csrf_of, factory_session, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import Action, ActionContext, Page, create_app
@@ -231,3 +231,17 @@ def test_dead_jobs_are_counted_per_kind_up_to_a_cap(engine: sa.Engine, models: A
                          dead=[("a", DEAD_COUNT_CAP), ("b", 2)])
     counts = _counts(raw)
     assert (counts.dead(), counts.dead("a"), counts.dead("b")) == (f"{DEAD_COUNT_CAP + 2}+", f"{DEAD_COUNT_CAP}+", "2")
+
+
+def test_the_job_list_shows_each_jobs_last_error(engine: sa.Engine, models: Any, client: TestClient) -> None:
+    with factory_session(engine, models) as (Job, Entry):
+        failing = Job(scheduled=True, kind="k_flaky", run_count=2, failure_count=2)
+        Entry(job=failing, outcome="retried", note="first: timeout")
+        Entry(job=failing, outcome="retried", note="ConnectionError: smtp refused")
+        fine = Job(pending=True, kind="k_fine")
+        failing_id, fine_id = failing.id, fine.id
+    page = client.get("/jobs").text
+    row = page.split(f'data-id="{failing_id}"')[1].split("</tr>")[0]
+    assert "retried: ConnectionError: smtp refused" in row and "first: timeout" not in row
+    quiet = page.split(f'data-id="{fine_id}"')[1].split("</tr>")[0]
+    assert 'class="wrap error" title=""></td>' in quiet

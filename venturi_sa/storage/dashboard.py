@@ -374,6 +374,17 @@ def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
     return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
 
 
+# -- the jobs list's last errors ------------------------------------------------------
+
+def last_errors_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any]:
+    """``(job_id, outcome, note)`` of each job's newest failed journal entry (``_journal_job``, per job)."""
+    entry = models.JournalEntry
+    newest = sa.func.row_number().over(partition_by=entry.job_id, order_by=entry.id.desc())
+    failed = (_select(entry.job_id, entry.outcome, entry.note, newest.label("n"))
+              .where(entry.job_id.in_(list(job_ids)), entry.outcome.in_(FAILED_OUTCOMES)).subquery("failed"))
+    return _select(failed.c.job_id, failed.c.outcome, failed.c.note).where(failed.c.n == 1)
+
+
 # -- a selection, checked before an action changes any of it ---------------------------
 
 def selection_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any]:

@@ -29,6 +29,7 @@ from venturi_sa.storage.dashboard import (
     JobPageParams,
     OverviewCounts,
     WindowParams,
+    last_errors_statement,
     selection_statement,
 )
 from venturi_sa.storage.history import JobParams
@@ -152,14 +153,22 @@ class Jobs:
     items: list[JobInfo]
     next_after: tuple[datetime, str] | None
     scanned_to: datetime | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    """Each listed job's last failure (outcome and journal note), for the jobs that have one."""
 
 
-def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
-    """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
+def jobs(models: Models, engine: sa.Engine, params: JobPageParams, *, errors: bool = False) -> Jobs:
+    """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`).
+
+    ``errors``: also read each listed job's last failure, in the same transaction.
+    """
     with short_transaction(models, engine) as session:
         page = backend_for(models).dashboard_jobs(session, params)
+        ids = [r.id for r in page.rows]
+        failed = session.execute(last_errors_statement(models, ids)).all() if errors and ids else []
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
-                scanned_to=page.scanned_to)
+                scanned_to=page.scanned_to,
+                errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in failed})
 
 
 def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tuple[str, ...],

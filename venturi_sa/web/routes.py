@@ -145,7 +145,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         flt, given = parse_filter(request.query_params, now)
         after = _after(request.query_params)
         page = queries.jobs(dashboard.models, dashboard.engine,
-                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after))
+                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after), errors=True)
         more = None
         if page.next_after is not None:
             more = urlencode({**given, "after": encode_cursor(*page.next_after)})
