@@ -245,3 +245,17 @@ def test_the_job_list_shows_each_jobs_last_error(engine: sa.Engine, models: Any,
     assert "retried: ConnectionError: smtp refused" in row and "first: timeout" not in row
     quiet = page.split(f'data-id="{fine_id}"')[1].split("</tr>")[0]
     assert 'class="wrap error" title=""></td>' in quiet
+
+
+def test_the_overview_has_each_kinds_throughput(client: TestClient, engine: sa.Engine, models: Any) -> None:
+    with factory_session(engine, models) as (Job, Entry):
+        for _ in range(6):
+            Entry(job=Job(completed=True, kind="k_fast"), outcome="completed")
+        Entry(job=Job(completed=True, kind="k_slow"), outcome="completed")
+    import re
+
+    rates = dict(re.findall(r'jobs\?kind=(k_\w+)">k_\w+</a></td>(?:\s*<td>[^<]*</td>){5}\s*<td>\d+</td>'
+                            r'<td class="rate">([\d.]+)</td>', client.get("/").text))
+    assert rates == {"k_fast": "0.10", "k_slow": "0.02"}  # completed per minute over the last hour
+    day = client.get("/?window=day").text
+    assert '<td class="rate">0.00</td>' in day  # 6 in a day: 0.004 per minute
