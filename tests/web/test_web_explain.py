@@ -53,6 +53,10 @@ def test_job_pages_walk_jobs_created_backwards(engine: sa.Engine, big: tuple[Mod
     _uses(engine, sql.job_page_statement(models, later), models, "jobs_created")
     window = _page(created_after=now - timedelta(hours=1))
     _uses(engine, sql.job_page_statement(models, window), models, "jobs_created")
+    oldest = sql.JobPageParams(filter=sql.JobFilter(), after=(now - timedelta(days=5), "0" * 26), oldest_first=True)
+    _uses(engine, sql.job_page_statement(models, oldest), models, "jobs_created")
+    narrowed = sql.JobPageParams(filter=sql.JobFilter(kind="kind_3"), oldest_first=True)
+    _uses(engine, sql.job_page_statement(models, narrowed), models, "jobs_created", sort_ok=True)
 
 
 @pytest.mark.parametrize("filters", [

@@ -259,3 +259,33 @@ def test_the_overview_has_each_kinds_throughput(client: TestClient, engine: sa.E
     assert rates == {"k_fast": "0.10", "k_slow": "0.02"}  # completed per minute over the last hour
     day = client.get("/?window=day").text
     assert '<td class="rate">0.00</td>' in day  # 6 in a day: 0.004 per minute
+
+
+def test_the_list_sorts_by_creation_either_way_by_keyset(client: TestClient, engine: sa.Engine, models: Any) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from venturi_sa.storage.dashboard import JobFilter, JobPageParams
+    from venturi_sa.web import queries
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with factory_session(engine, models) as (Job, _):
+        made = [Job(pending=True, kind="k_sorted", created_at=start + timedelta(minutes=i)).id for i in range(5)]
+    flt = JobFilter(kind="k_sorted")
+    seen: list[str] = []
+    params = JobPageParams(filter=flt, limit=2, oldest_first=True)
+    while True:  # keyset pages, oldest first: no OFFSET, no row twice
+        page = queries.jobs(models, engine, params)
+        seen += [j.id for j in page.items]
+        if page.next_after is None:
+            break
+        params = JobPageParams(filter=flt, limit=2, oldest_first=True, after=page.next_after)
+    assert seen == made
+    oldest = client.get("/jobs?kind=k_sorted&sort=oldest").text
+    assert [oldest.index(f'data-id="{i}"') for i in made] == sorted(oldest.index(f'data-id="{i}"') for i in made)
+    assert 'id="sort-created"' in oldest and "created ↑" in oldest and "sort=oldest" not in oldest.split(
+        'id="sort-created"')[0].rsplit("<a", 1)[1]
+    newest = client.get("/jobs?kind=k_sorted").text
+    assert [newest.index(f'data-id="{i}"') for i in reversed(made)] == sorted(
+        newest.index(f'data-id="{i}"') for i in made)
+    refused = client.get("/jobs?sort=kind")
+    assert refused.status_code == 400 and "sorts by creation time only" in refused.text

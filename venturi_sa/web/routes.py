@@ -43,6 +43,8 @@ BULK_MOST = 2000
 WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
            "7d": timedelta(days=7)}
 TEXT_LIMIT = 200
+SORTS = ("newest", "oldest")
+"""The jobs list's orders: by creation time, the only order ``_jobs_created`` walks by keyset."""
 ID_LIMIT = 128
 """The longest job id the dashboard looks up (ids are 26-character ULIDs)."""
 RETRY_SECONDS = 5
@@ -143,13 +145,21 @@ def routes(dashboard: Dashboard) -> list[Route]:
     def jobs_data(request: Request) -> dict[str, Any]:
         now = _now()
         flt, given = parse_filter(request.query_params, now)
+        sort = _printable("sort", request.query_params.get("sort") or SORTS[0])
+        if sort not in SORTS:
+            raise _bad(f"invalid sort {sort!r}: the list sorts by creation time only, {' or '.join(SORTS)} "
+                       "(no other column has an index to page through without OFFSET)")
+        flip = urlencode({**given, **({} if sort == "oldest" else {"sort": "oldest"})})
+        if sort != SORTS[0]:
+            given["sort"] = sort
         after = _after(request.query_params)
         page = queries.jobs(dashboard.models, dashboard.engine,
-                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after), errors=True)
+                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after, oldest_first=sort == "oldest"),
+                            errors=True)
         more = None
         if page.next_after is not None:
             more = urlencode({**given, "after": encode_cursor(*page.next_after)})
-        return {"jobs": page, "given": given, "more": more, "first": after is None,
+        return {"jobs": page, "given": given, "more": more, "first": after is None, "sort": sort, "flip": flip,
                 "query": urlencode(given), "upto": now.isoformat(), "statuses": STATUSES,
                 "windows": list(WINDOWS)}
 
