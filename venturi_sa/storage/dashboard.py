@@ -77,6 +77,8 @@ class JobPageParams:
     scan: int = SCAN_BUDGET
     oldest_first: bool = False
     """Walk ``_jobs_created`` forwards (oldest first) instead of backwards: the only other keyset order."""
+    errors: bool = False
+    """Also read each listed job's newest failed journal entry (:func:`last_errors_statement`)."""
 
 
 def _like(text: str) -> str:
@@ -157,9 +159,19 @@ class JobPage:
     rows: Sequence[sa.Row[Any]]
     next_after: tuple[datetime, str] | None
     scanned_to: datetime | None = None  # a short page stopped its walk here (more may match older)
+    errors: Sequence[tuple[str, str, str | None]] = ()  # (job_id, outcome, note) when the params asked
 
 
 def fetch_job_page(models: Models, runner: Runner, params: JobPageParams) -> JobPage:
+    """One page (and its last errors, if asked): see :func:`_fetch_rows`."""
+    page = _fetch_rows(models, runner, params)
+    if not params.errors or not page.rows:
+        return page
+    rows = runner.execute(last_errors_statement(models, [r.id for r in page.rows])).all()
+    return replace(page, errors=[(r[0], r[1], r[2]) for r in rows])
+
+
+def _fetch_rows(models: Models, runner: Runner, params: JobPageParams) -> JobPage:
     """One page: one statement, plus one more when a filtered page came back short."""
     rows = runner.execute(job_page_statement(models, params)).all()
     if len(rows) > params.limit:
@@ -409,6 +421,23 @@ def selection_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any
     """``(id, kind, status)`` of each of ``job_ids`` that exists (primary key probes)."""
     job = models.Job
     return _select(job.id, job.kind, job.status).where(job.id.in_(list(job_ids)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionParams:
+    """The ids an action was asked to change (at most a few thousand)."""
+
+    job_ids: Sequence[str]
+
+
+def fetch_selection(models: Models, runner: Runner, params: SelectionParams) -> dict[str, tuple[str, str]]:
+    """``{id: (kind, status)}`` of the ids that exist, 500 ids per statement."""
+    found: dict[str, tuple[str, str]] = {}
+    ids = list(params.job_ids)
+    for start in range(0, len(ids), 500):
+        for row in runner.execute(selection_statement(models, ids[start:start + 500])):
+            found[row[0]] = (row[1], row[2])
+    return found
 
 
 # -- the change token -----------------------------------------------------------------

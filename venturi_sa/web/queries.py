@@ -28,9 +28,8 @@ from venturi_sa.storage.dashboard import (
     JobFilter,
     JobPageParams,
     OverviewCounts,
+    SelectionParams,
     WindowParams,
-    last_errors_statement,
-    selection_statement,
 )
 from venturi_sa.storage.history import JobParams
 
@@ -157,18 +156,13 @@ class Jobs:
     """Each listed job's last failure (outcome and journal note), for the jobs that have one."""
 
 
-def jobs(models: Models, engine: sa.Engine, params: JobPageParams, *, errors: bool = False) -> Jobs:
-    """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`).
-
-    ``errors``: also read each listed job's last failure, in the same transaction.
-    """
+def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
+    """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
     with short_transaction(models, engine) as session:
         page = backend_for(models).dashboard_jobs(session, params)
-        ids = [r.id for r in page.rows]
-        failed = session.execute(last_errors_statement(models, ids)).all() if errors and ids else []
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
                 scanned_to=page.scanned_to,
-                errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in failed})
+                errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in page.errors})
 
 
 def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tuple[str, ...],
@@ -197,12 +191,8 @@ def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tu
 
 def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
-    found: dict[str, tuple[str, str]] = {}
     with short_transaction(models, engine) as session:
-        for start in range(0, len(job_ids), 500):
-            for row in session.execute(selection_statement(models, job_ids[start:start + 500])):
-                found[row[0]] = (row[1], row[2])
-    return found
+        return backend_for(models).dashboard_selection(session, SelectionParams(job_ids=job_ids))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -154,8 +154,8 @@ def routes(dashboard: Dashboard) -> list[Route]:
             given["sort"] = sort
         after = _after(request.query_params)
         page = queries.jobs(dashboard.models, dashboard.engine,
-                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after, oldest_first=sort == "oldest"),
-                            errors=True)
+                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after, oldest_first=sort == "oldest",
+                                          errors=True))
         more = None
         if page.next_after is not None:
             more = urlencode({**given, "after": encode_cursor(*page.next_after)})
