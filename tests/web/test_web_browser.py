@@ -108,9 +108,15 @@ def test_an_operator_walks_the_dashboard(browser: Any, engine: sa.Engine, models
         _shot(browser, "job-pending")
         browser.find_element(By.NAME, "note").send_keys("customer left")
         browser.find_element(By.ID, "job-cancel").click()
+        assert wait_for(ec.text_to_be_present_in_element((By.ID, "confirm-title"), "Cancel 1 job(s)?"))
+        assert queue.get_job(engine, ids["pending"][0]).status == "pending"  # nothing yet: it asks first
+        _shot(browser, "confirm-cancel")
+        browser.find_element(By.ID, "confirm-go").click()
         assert wait_for(ec.text_to_be_present_in_element((By.ID, "msg"), "Cancel: 1 job(s) changed"))
-        assert wait_for(ec.text_to_be_present_in_element((By.ID, "journal"), "cancelled by"))  # swapped live
+        assert "changed" in browser.find_element(By.ID, "results").text
         assert queue.get_job(engine, ids["pending"][0]).status == "dead"
+        browser.get(f"{base}/jobs/{ids['pending'][0]}")
+        assert wait_for(ec.text_to_be_present_in_element((By.ID, "journal"), "cancelled by"))
 
         browser.get(base + "/jobs")
         wait_for(ec.presence_of_element_located((By.CSS_SELECTOR, "#live-state.on")))

@@ -13,7 +13,7 @@ from marshmallow import Schema, fields
 from ops_support import factory_session
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
-from web_kit import csrf_of
+from web_kit import confirmed, csrf_of, msg_of
 
 from venturi_sa import Queue, Task
 from venturi_sa.web import create_app
@@ -61,7 +61,8 @@ def test_cancel_ends_pending_jobs_and_requests_running_ones(engine: sa.Engine, m
                                                             seeded: dict[str, list[str]]) -> None:
     queue = Queue(models)
     pending, claimed, done = seeded["pending"][0], seeded["claimed"][0], seeded["completed"][0]
-    message = _message(_act(client, "cancel:selected", ids=[pending, claimed, done], note="refunded"))
+    message = msg_of(confirmed(client, _act(client, "cancel:selected", ids=[pending, claimed, done],
+                                            note="refunded")).text)
     assert message.startswith("Cancel: 2 job(s) changed (1 still running: cancel requested")
     assert f"1 refused: cannot cancel job {done}: it is already completed" in message
     assert queue.get_job(engine, pending).status == "dead"
@@ -71,7 +72,7 @@ def test_cancel_ends_pending_jobs_and_requests_running_ones(engine: sa.Engine, m
         requested = conn.execute(sa.select(models.cancels_table.c.job_id, models.cancels_table.c.actor)).all()
     assert [tuple(r) for r in requested] == [(claimed, ACTOR)]
     assert f"cancel requested by {ACTOR}" in client.get(f"/jobs/{claimed}").text  # the page says why
-    every = _message(_act(client, "cancel:matching", kind="k_scheduled"))
+    every = msg_of(confirmed(client, _act(client, "cancel:matching", kind="k_scheduled")).text)
     assert every.startswith("Cancel: 2 job(s) changed")
     assert {queue.get_job(engine, i).status for i in seeded["scheduled"]} == {"dead"}
 

@@ -53,6 +53,10 @@ def test_job_pages_walk_jobs_created_backwards(engine: sa.Engine, big: tuple[Mod
     _uses(engine, sql.job_page_statement(models, later), models, "jobs_created")
     window = _page(created_after=now - timedelta(hours=1))
     _uses(engine, sql.job_page_statement(models, window), models, "jobs_created")
+    oldest = sql.JobPageParams(filter=sql.JobFilter(), after=(now - timedelta(days=5), "0" * 26), oldest_first=True)
+    _uses(engine, sql.job_page_statement(models, oldest), models, "jobs_created")
+    narrowed = sql.JobPageParams(filter=sql.JobFilter(kind="kind_3"), oldest_first=True)
+    _uses(engine, sql.job_page_statement(models, narrowed), models, "jobs_created", sort_ok=True)
 
 
 @pytest.mark.parametrize("filters", [
@@ -101,16 +105,20 @@ def test_the_journal_floor_finds_the_window_start(engine: sa.Engine, big: tuple[
     assert floor == exact
 
 
-def test_workers_and_the_change_token_use_the_lease_index_and_one_row_probes(
+def test_workers_the_change_token_and_last_errors_use_their_indexes(
         engine: sa.Engine, big: tuple[Models, datetime]) -> None:
     models, _ = big
     _uses(engine, sql.workers_statement(models), models, "jobs_lease", sort_ok=True)
     _uses(engine, sql.claimed_statement(models), models, "jobs_lease")
     _uses(engine, sql.token_statement(models), models, "journal_pkey", "jobs_created")
+    with engine.connect() as conn:
+        page = list(conn.execute(sa.select(models.jobs_table.c.id).order_by(
+            models.jobs_table.c.created_at.desc()).limit(50)).scalars())
+    _uses(engine, sql.last_errors_statement(models, page), models, "journal_job", sort_ok=True)
 
 
-PAGES = {"/": 9, "/?window=day": 9, "/fragment/overview": 9, "/jobs": 1, "/jobs?status=dead&kind=kind_0": 2,
-         "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 1, "/schedules": 2}
+PAGES = {"/": 9, "/?window=day": 9, "/fragment/overview": 9, "/jobs": 2, "/jobs?status=dead&kind=kind_0": 3,
+         "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 2, "/schedules": 2}
 
 
 def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tuple[Models, datetime]) -> None:

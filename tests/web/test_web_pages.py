@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from starlette.responses import HTMLResponse
 from starlette.testclient import TestClient
-from web_kit import csrf_of
+from web_kit import confirmed, csrf_of, factory_session, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import Action, ActionContext, Page, create_app
@@ -142,8 +142,11 @@ def test_bulk_action_on_the_selection_journals_the_actor(engine: sa.Engine, mode
 def test_bulk_action_on_all_matching_the_filter(engine: sa.Engine, models: Any, client: TestClient,
                                                  seeded: dict[str, list[str]]) -> None:
     queue = Queue(models)
-    response = _act(client, "kill:matching", kind="k_pending")  # pending jobs of that kind only
-    assert response.status_code == 303 and "2+job" in response.headers["location"]
+    asked = _act(client, "kill:matching", kind="k_pending")  # pending jobs of that kind only
+    assert {queue.get_job(engine, i).status for i in seeded["pending"]} == {"pending"}  # not yet: confirm first
+    assert "Kill 2 job(s)?" in asked.text and "k_pending</span>: 2" in asked.text and "kind=k_pending" in asked.text
+    response = confirmed(client, asked)
+    assert response.status_code == 200 and msg_of(response.text) == "Kill: 2 job(s) changed"
     assert {queue.get_job(engine, i).status for i in seeded["pending"]} == {"dead"}
     assert {queue.get_job(engine, i).status for i in seeded["scheduled"]} == {"pending"}  # other kind
     released = _act(client, "release:matching", status="claimed")
@@ -228,3 +231,61 @@ def test_dead_jobs_are_counted_per_kind_up_to_a_cap(engine: sa.Engine, models: A
                          dead=[("a", DEAD_COUNT_CAP), ("b", 2)])
     counts = _counts(raw)
     assert (counts.dead(), counts.dead("a"), counts.dead("b")) == (f"{DEAD_COUNT_CAP + 2}+", f"{DEAD_COUNT_CAP}+", "2")
+
+
+def test_the_job_list_shows_each_jobs_last_error(engine: sa.Engine, models: Any, client: TestClient) -> None:
+    with factory_session(engine, models) as (Job, Entry):
+        failing = Job(scheduled=True, kind="k_flaky", run_count=2, failure_count=2)
+        Entry(job=failing, outcome="retried", note="first: timeout")
+        Entry(job=failing, outcome="retried", note="ConnectionError: smtp refused")
+        fine = Job(pending=True, kind="k_fine")
+        failing_id, fine_id = failing.id, fine.id
+    page = client.get("/jobs").text
+    row = page.split(f'data-id="{failing_id}"')[1].split("</tr>")[0]
+    assert "retried: ConnectionError: smtp refused" in row and "first: timeout" not in row
+    quiet = page.split(f'data-id="{fine_id}"')[1].split("</tr>")[0]
+    assert 'class="wrap error" title=""></td>' in quiet
+
+
+def test_the_overview_has_each_kinds_throughput(client: TestClient, engine: sa.Engine, models: Any) -> None:
+    with factory_session(engine, models) as (Job, Entry):
+        for _ in range(6):
+            Entry(job=Job(completed=True, kind="k_fast"), outcome="completed")
+        Entry(job=Job(completed=True, kind="k_slow"), outcome="completed")
+    import re
+
+    rates = dict(re.findall(r'jobs\?kind=(k_\w+)">k_\w+</a></td>(?:\s*<td>[^<]*</td>){5}\s*<td>\d+</td>'
+                            r'<td class="rate">([\d.]+)</td>', client.get("/").text))
+    assert rates == {"k_fast": "0.10", "k_slow": "0.02"}  # completed per minute over the last hour
+    day = client.get("/?window=day").text
+    assert '<td class="rate">0.00</td>' in day  # 6 in a day: 0.004 per minute
+
+
+def test_the_list_sorts_by_creation_either_way_by_keyset(client: TestClient, engine: sa.Engine, models: Any) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from venturi_sa.storage.dashboard import JobFilter, JobPageParams
+    from venturi_sa.web import queries
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with factory_session(engine, models) as (Job, _):
+        made = [Job(pending=True, kind="k_sorted", created_at=start + timedelta(minutes=i)).id for i in range(5)]
+    flt = JobFilter(kind="k_sorted")
+    seen: list[str] = []
+    params = JobPageParams(filter=flt, limit=2, oldest_first=True)
+    while True:  # keyset pages, oldest first: no OFFSET, no row twice
+        page = queries.jobs(models, engine, params)
+        seen += [j.id for j in page.items]
+        if page.next_after is None:
+            break
+        params = JobPageParams(filter=flt, limit=2, oldest_first=True, after=page.next_after)
+    assert seen == made
+    oldest = client.get("/jobs?kind=k_sorted&sort=oldest").text
+    assert [oldest.index(f'data-id="{i}"') for i in made] == sorted(oldest.index(f'data-id="{i}"') for i in made)
+    assert 'id="sort-created"' in oldest and "created ↑" in oldest and "sort=oldest" not in oldest.split(
+        'id="sort-created"')[0].rsplit("<a", 1)[1]
+    newest = client.get("/jobs?kind=k_sorted").text
+    assert [newest.index(f'data-id="{i}"') for i in reversed(made)] == sorted(
+        newest.index(f'data-id="{i}"') for i in made)
+    refused = client.get("/jobs?sort=kind")
+    assert refused.status_code == 400 and "sorts by creation time only" in refused.text

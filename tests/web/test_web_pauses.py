@@ -91,3 +91,20 @@ def test_pause_and_resume_a_schedule(engine: sa.Engine, models: Any, client: Tes
     assert _operate(client, do="resume_schedule", name="every-six-hours") == "schedule every-six-hours resumed"
     [schedule] = list_schedules(models, engine)
     assert not schedule.paused and schedule.next_at > datetime.now(timezone.utc)
+
+
+def test_run_a_schedule_now(engine: sa.Engine, models: Any, client: TestClient) -> None:
+    report: type[Task] = task("nightly_report")(lambda ctx: None)
+    queue = Queue(models, [report])
+    queue.schedule(report(), every=timedelta(hours=6), name="every-six-hours")
+    reconcile(queue, engine)
+    [before] = list_schedules(models, engine)
+    assert 'id="run-every-six-hours"' in client.get("/schedules").text
+    message = _operate(client, do="run_schedule", name="every-six-hours")
+    assert message.startswith("schedule every-six-hours fired now: job ")
+    job_id = message.rsplit(" ", 1)[1]
+    assert queue.get_job(engine, job_id).kind == "nightly_report"
+    [after] = list_schedules(models, engine)
+    assert after.next_at == before.next_at and after.fired == before.fired + 1 and after.last_job == job_id
+    refused = _operate(client, do="run_schedule", name="nosuch")
+    assert refused == "run schedule refused: no schedule named 'nosuch' (see `venturi schedules`)"

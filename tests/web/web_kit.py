@@ -7,6 +7,8 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import unescape
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,6 +16,8 @@ from ops_support import counted as counted  # re-exported: the dashboard tests c
 from ops_support import factory_session
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+MSG = re.compile(r'<p class="msg" id="msg">([^<]*)</p>')
 
 
 def seed(engine: sa.Engine, models: Any) -> dict[str, list[str]]:
@@ -35,6 +39,28 @@ def csrf_of(html: str) -> str:
     found = CSRF.search(html)
     assert found, "no CSRF field in the page"
     return found.group(1)
+
+
+def confirm_form(html: str) -> list[tuple[str, str]]:
+    """The hidden fields of a confirmation page's form, in order (what its button submits)."""
+    start = html.index('id="confirm-form"')
+    return [(k, unescape(v)) for k, v in HIDDEN.findall(html[start:html.index("</form>", start)])]
+
+
+def confirmed(client: Any, page: Any, **headers: str) -> Any:
+    """Submit the confirmation ``page`` (a response) as its button would; returns the results page."""
+    assert page.status_code == 200 and 'id="confirm-form"' in page.text, page.text
+    data: dict[str, list[str]] = {}
+    for name, value in confirm_form(page.text):
+        data.setdefault(name, []).append(value)
+    return client.post("/actions", data=data, headers=headers, follow_redirects=False)
+
+
+def msg_of(html: str) -> str:
+    """The page's message line (the summary a results page or a redirect shows)."""
+    found = MSG.search(html)
+    assert found, "no message on the page"
+    return unescape(found.group(1))
 
 
 def free_port() -> int:
@@ -77,3 +103,16 @@ def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
     done = subprocess.run([sys.executable, ENQUEUE_APP, dsn, prefix, body], capture_output=True, text=True,
                           timeout=60, check=True)
     return done.stdout.strip()
+
+
+DASHBOARD_DOCS = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+
+
+def dashboard_docs(engine: sa.Engine, prefix: str) -> dict[str, Any]:
+    """docs/dashboard.md's python blocks run in one namespace (as the docs test runs them); returns it."""
+    from test_docs_examples import blocks
+
+    namespace: dict[str, Any] = {"__name__": "docs_dashboard", "engine": engine, "prefix": prefix}
+    for line, code in blocks(DASHBOARD_DOCS):
+        exec(compile("\n" * (line - 1) + code, str(DASHBOARD_DOCS), "exec"), namespace)  # noqa: S102
+    return namespace

@@ -1,15 +1,19 @@
 """``venturi web``: the dashboard on its own, served by uvicorn (the ``web`` extra).
 
-Binds to 127.0.0.1 by default; a non-loopback ``--host`` without
-``--read-only`` prints a warning, since the standalone server has no login of
-its own (mount the app in your application to put it behind your auth).
+Binds to 127.0.0.1 by default and answers only requests whose ``Host`` names
+the bound address or localhost (``--allowed-host`` adds names; anything else
+gets 421, which defeats DNS rebinding).  Bound to a non-loopback ``--host`` it
+asks for a per-start access token, printed in its URL and then kept in a
+cookie (``--no-token`` turns it off), and without ``--read-only`` prints a
+warning: mount the app in your application to put it behind your own auth.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import secrets
 import signal
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -25,33 +29,35 @@ DEFAULT_PORT = 8787
 NEEDS_EXTRA = "the dashboard needs the web extra: pip install 'venturi[web]'"
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve_dashboard(engine: sa.Engine, prefix: str, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                    read_only: bool = False, **options: Any) -> None:
-    """Serve the dashboard of ``prefix`` on ``engine`` until Ctrl-C or SIGTERM, then return."""
+                    read_only: bool = False, allowed_hosts: Sequence[str] = (), token: bool | None = None,
+                    **options: Any) -> None:
+    """Serve the dashboard of ``prefix`` on ``engine`` until Ctrl-C or SIGTERM, then return.
+
+    Only ``Host`` headers naming ``host``, localhost or ``allowed_hosts`` are
+    answered (else 421); ``token`` (default: when ``host`` is not loopback)
+    asks for the access token printed in the URL.
+    """
     try:
         import uvicorn
 
         from venturi_sa.web import create_app
+        from venturi_sa.web.standalone import HostCheck, is_loopback, served_names
     except ImportError:
         raise CliError(NEEDS_EXTRA) from None
-    if not _loopback(host) and not read_only:
+    loopback = is_loopback(host)
+    access = secrets.token_urlsafe(24) if (not loopback if token is None else token) else None
+    if not loopback and not read_only:
         click.echo(f"venturi: warning: serving a dashboard that can change jobs on {host}, reachable from "
                    "other machines and with no login: use --read-only, or mount it behind your own auth",
                    err=True)
     app = create_app(engine, prefix, read_only=read_only, **options)
+    guarded = HostCheck(app, served_names(host, allowed_hosts), access)
     listening = _bind(host, port)  # listening before we say so: the printed URL answers at once
-    click.echo(f"dashboard of queue {prefix!r} at http://{_shown(host)}:{port}/ "
+    query = f"?token={access}" if access else ""
+    click.echo(f"dashboard of queue {prefix!r} at http://{_shown(host)}:{port}/{query} "
                f"({'read-only' if read_only else 'actions enabled'}); Ctrl-C stops it")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", timeout_graceful_shutdown=2))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for us:
     # both end here, so the caller's cleanup (the quick start's throwaway cluster) runs.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -101,14 +107,19 @@ def _shown(host: str) -> str:
 @click.option("--poll-interval", type=click.FloatRange(0.2, 60), default=2.0, show_default=True,
               help="Seconds between change checks while a browser watches (NOTIFY wakes it sooner).")
 @click.option("--no-listen", is_flag=True, help="Do not LISTEN (e.g. behind PgBouncer in transaction mode).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another Host name to answer (a proxy's or the machine's DNS name); repeatable.")
+@click.option("--token/--no-token", "token", default=None,
+              help="Ask for a per-start access token (default: when --host is not loopback).")
 def web(dsn: str | None, prefix: str, host: str, port: int, read_only: bool, poll_interval: float,
-        no_listen: bool) -> None:
+        no_listen: bool, allowed_hosts: tuple[str, ...], token: bool | None) -> None:
     """Serve a live web dashboard of one queue: counts, charts, jobs, workers, actions.
 
     With --app, the app's task types validate payload edits on the job page.
     """
     app = click.get_current_context().meta.get(APP_META)
     with opened(dsn, prefix, concurrency=8) as engine:
-        serve_dashboard(engine, prefix, host=host, port=port, read_only=read_only,
+        serve_dashboard(engine, prefix, host=host, port=port, read_only=read_only, allowed_hosts=allowed_hosts,
+                        token=token,
                         poll_interval=poll_interval, listen=not no_listen,
                         tasks=app.queue.registry if app is not None else ())

@@ -13,7 +13,10 @@ Install with ``pip install 'venturi[flask]'``.  The extension
   ``schedules``, ``pause``/``resume``/``pauses``, ``web``, ``cleanup``,
   ``migrate``), which take the engine and the queue prefix from the app as
   ``venturi <command> --app`` does; ``venturi worker myapp:app`` (or
-  ``myapp:create_app``) works too.
+  ``myapp:create_app``) works too;
+* serves the dashboard under a path of the app behind your own login
+  (:meth:`Venturi.mount_dashboard`, with Flask-Login or anything that runs in
+  a request context).
 
 Handlers write through ``ctx.session`` (a Session on ``db.engine`` whose
 transaction commits with the outcome), not ``db.session``.  A worker holds
@@ -23,7 +26,7 @@ up to ``concurrency + 4`` connections of ``db.engine``'s pool: size it with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -80,6 +83,33 @@ class Venturi:
         """``db.engine`` of the current app (needs an app context), for ``queue.get_job(venturi.engine, ...)``."""
         return self.db.engine
 
+    # -- the dashboard -----------------------------------------------------------------------
+    def mount_dashboard(self, app: Flask, path: str = "/venturi", *, guard: Guard, **options: Any) -> None:
+        """Serve the queue's dashboard under ``path`` of ``app``, each request first passing ``guard``.
+
+        ``guard()`` runs inside a Flask request context built from the request
+        (the session, ``flask_login.current_user``, ``g``: what your views see),
+        for every page, fragment, live stream and action of the dashboard.  It
+        returns True to let the request through, or a response to answer
+        instead (a view decorated with ``flask_login.login_required`` returns
+        the login redirect or 401 for an anonymous user; ``abort(403)`` works
+        too).  ``options`` go to :func:`venturi_sa.web.create_app` (``authorize``,
+        ``read_only``, ``redact``, ...); the engine is ``db.engine``.  Needs the
+        ``web`` extra and ``a2wsgi``.
+        """
+        try:
+            from a2wsgi import ASGIMiddleware
+
+            from venturi_sa.web import create_app
+        except ImportError:
+            raise RuntimeError("the dashboard in Flask needs pip install 'venturi[web]' a2wsgi") from None
+        assert self.queue is not None
+        with app.app_context():
+            engine = self.db.engine
+        options.setdefault("tasks", self.queue.registry)
+        dashboard = ASGIMiddleware(create_app(engine, self.queue.prefix, **options))  # type: ignore[arg-type]
+        app.wsgi_app = _Guarded(app, app.wsgi_app, path.rstrip("/"), dashboard, guard)  # type: ignore[method-assign]
+
     # -- the worker side ---------------------------------------------------------------------
     def worker_app(self, app: Flask) -> WorkerApp:
         """What ``venturi worker`` / ``flask venturi worker`` run: ``db.engine``, each run in the app context."""
@@ -102,6 +132,44 @@ class Venturi:
     def worker(self, app: Flask, **options: Any) -> Any:
         """A :class:`~venturi_sa.Worker` for ``app`` (e.g. to run in a thread, or in tests)."""
         return self.worker_app(app).worker(**options)
+
+
+Guard = Callable[[], Any]
+"""``guard() -> True | response``, run in a Flask request context before each dashboard request."""
+
+
+class _Guarded:
+    """WSGI: requests under ``path`` pass ``guard`` (in a request context of ``app``), then reach ``dashboard``.
+
+    The guard sees the request as ``app``'s own views do (same script root), so
+    ``url_for`` and Flask-Login's login redirect point into the app, not the
+    dashboard.
+    """
+
+    def __init__(self, app: Flask, inner: Any, path: str, dashboard: Any, guard: Guard) -> None:
+        self.app = app
+        self.inner = inner
+        self.path = path
+        self.dashboard = dashboard
+        self.guard = guard
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        from werkzeug.exceptions import HTTPException
+
+        path_info = str(environ.get("PATH_INFO", ""))
+        if path_info != self.path and not path_info.startswith(self.path + "/"):
+            return self.inner(environ, start_response)
+        with self.app.request_context(environ):
+            try:
+                verdict = self.guard()
+            except HTTPException as exc:
+                verdict = exc.get_response()
+            if verdict is not True:
+                response = self.app.make_response(verdict if verdict is not False else ("forbidden", 403))
+                return response(environ, start_response)
+        mounted = {**environ, "SCRIPT_NAME": str(environ.get("SCRIPT_NAME", "")) + self.path,
+                   "PATH_INFO": path_info[len(self.path):]}
+        return self.dashboard(mounted, start_response)
 
 
 def extension(app: Flask | None = None) -> Venturi:

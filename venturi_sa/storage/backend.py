@@ -207,6 +207,9 @@ class Backend(Protocol):
     def dashboard_token(self, runner: Runner) -> tuple[Any, ...]:
         """A value that changes whenever a job is added or a journal row is written."""
 
+    def dashboard_selection(self, runner: Runner, params: dashboard.SelectionParams) -> dict[str, tuple[str, str]]:
+        """``{id: (kind, status)}`` of the given ids that exist (an action checks them before changing any)."""
+
 
 class SqlAlchemyBackend:
     """The SQLAlchemy implementation of :class:`Backend` for one queue's models."""
@@ -357,6 +360,9 @@ class SqlAlchemyBackend:
 
     def dashboard_token(self, runner: Runner) -> tuple[Any, ...]:
         return dashboard.fetch_token(self.models, runner)
+
+    def dashboard_selection(self, runner: Runner, params: dashboard.SelectionParams) -> dict[str, tuple[str, str]]:
+        return dashboard.fetch_selection(self.models, runner, params)
 
 
 @lru_cache(maxsize=256)

@@ -4,8 +4,9 @@ Every statement is a plain ``SELECT`` without locks, served by a seed index;
 builders are public so ``tests/web`` can ``EXPLAIN`` exactly what a page runs.
 Nothing here commits.
 
-- **Job pages** walk ``_jobs_created (created_at, id)`` backwards from a keyset
-  position (never OFFSET).  A filter the index cannot answer (status, kind, text
+- **Job pages** walk ``_jobs_created (created_at, id)`` backwards (or forwards,
+  oldest first) from a keyset position (never OFFSET); no other order has an
+  index to walk, so no other column sorts.  A filter the index cannot answer (status, kind, text
   in the payload or a journal note) is checked row by row, so each page reads at
   most ``scan`` rows of the walk: a rare match costs one bounded page, never a
   scan of the whole table, and the page says where the walk stopped.
@@ -24,7 +25,7 @@ Nothing here commits.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -74,6 +75,10 @@ class JobPageParams:
     limit: int = 50
     after: tuple[datetime, str] | None = None
     scan: int = SCAN_BUDGET
+    oldest_first: bool = False
+    """Walk ``_jobs_created`` forwards (oldest first) instead of backwards: the only other keyset order."""
+    errors: bool = False
+    """Also read each listed job's newest failed journal entry (:func:`last_errors_statement`)."""
 
 
 def _like(text: str) -> str:
@@ -82,8 +87,22 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _order(params: JobPageParams, *columns: Any) -> list[Any]:
+    return [c.asc() if params.oldest_first else c.desc() for c in columns]
+
+
+def _past(models: Models, params: JobPageParams) -> sa.ColumnElement[bool]:
+    """Rows strictly beyond ``params.after`` in the walk's order."""
+    assert params.after is not None
+    if not params.oldest_first:
+        return older_than(models, params.after)
+    created_at, job_id = params.after
+    return sa.tuple_(models.Job.created_at, models.Job.id) > sa.tuple_(
+        sa.literal(created_at, sa.DateTime(timezone=True)), sa.literal(job_id, sa.Text))
+
+
 def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
-    """The keyset walk: window and position only, newest first, at most ``scan`` rows."""
+    """The keyset walk: window and position only, newest (or oldest) first, at most ``scan`` rows."""
     job, flt = models.Job, params.filter
     stmt = _select(job.id, job.created_at)
     if flt.created_after is not None:
@@ -91,9 +110,9 @@ def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
     if flt.created_before is not None:
         stmt = stmt.where(job.created_at < flt.created_before)
     if params.after is not None:
-        stmt = stmt.where(older_than(models, params.after))
+        stmt = stmt.where(_past(models, params))
     limit = params.scan if flt.narrows else params.limit + 1
-    return stmt.order_by(job.created_at.desc(), job.id.desc()).limit(limit).subquery("walk")
+    return stmt.order_by(*_order(params, job.created_at, job.id)).limit(limit).subquery("walk")
 
 
 def _matches(models: Models, flt: JobFilter) -> list[Any]:
@@ -118,7 +137,7 @@ def job_page_statement(models: Models, params: JobPageParams) -> sa.Select[Any]:
         _select(*job_columns(models))
         .join_from(walk, job, job.id == walk.c.id)
         .where(*_matches(models, params.filter))
-        .order_by(walk.c.created_at.desc(), walk.c.id.desc())
+        .order_by(*_order(params, walk.c.created_at, walk.c.id))
         .limit(params.limit + 1)
     )
 
@@ -126,8 +145,9 @@ def job_page_statement(models: Models, params: JobPageParams) -> sa.Select[Any]:
 def walk_end_statement(models: Models, params: JobPageParams) -> sa.Select[Any]:
     """``(count, created_at, id)`` of the walk's last row: where a short filtered page stopped."""
     walk = _walk(models, params)
+    reverse = replace(params, oldest_first=not params.oldest_first)
     last = _select(walk.c.created_at, walk.c.id).order_by(
-        walk.c.created_at, walk.c.id).limit(1).subquery("last")
+        *_order(reverse, walk.c.created_at, walk.c.id)).limit(1).subquery("last")
     total = _select(sa.func.count()).select_from(walk).scalar_subquery()
     return _select(total, last.c.created_at, last.c.id).select_from(last)
 
@@ -139,9 +159,19 @@ class JobPage:
     rows: Sequence[sa.Row[Any]]
     next_after: tuple[datetime, str] | None
     scanned_to: datetime | None = None  # a short page stopped its walk here (more may match older)
+    errors: Sequence[tuple[str, str, str | None]] = ()  # (job_id, outcome, note) when the params asked
 
 
 def fetch_job_page(models: Models, runner: Runner, params: JobPageParams) -> JobPage:
+    """One page (and its last errors, if asked): see :func:`_fetch_rows`."""
+    page = _fetch_rows(models, runner, params)
+    if not params.errors or not page.rows:
+        return page
+    rows = runner.execute(last_errors_statement(models, [r.id for r in page.rows])).all()
+    return replace(page, errors=[(r[0], r[1], r[2]) for r in rows])
+
+
+def _fetch_rows(models: Models, runner: Runner, params: JobPageParams) -> JobPage:
     """One page: one statement, plus one more when a filtered page came back short."""
     rows = runner.execute(job_page_statement(models, params)).all()
     if len(rows) > params.limit:
@@ -372,6 +402,42 @@ def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
         return JobDetail(row=None, journal=(), now=None)
     journal = runner.execute(journal_statement(models, job_id)).all()
     return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
+
+
+# -- the jobs list's last errors ------------------------------------------------------
+
+def last_errors_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any]:
+    """``(job_id, outcome, note)`` of each job's newest failed journal entry (``_journal_job``, per job)."""
+    entry = models.JournalEntry
+    newest = sa.func.row_number().over(partition_by=entry.job_id, order_by=entry.id.desc())
+    failed = (_select(entry.job_id, entry.outcome, entry.note, newest.label("n"))
+              .where(entry.job_id.in_(list(job_ids)), entry.outcome.in_(FAILED_OUTCOMES)).subquery("failed"))
+    return _select(failed.c.job_id, failed.c.outcome, failed.c.note).where(failed.c.n == 1)
+
+
+# -- a selection, checked before an action changes any of it ---------------------------
+
+def selection_statement(models: Models, job_ids: Sequence[str]) -> sa.Select[Any]:
+    """``(id, kind, status)`` of each of ``job_ids`` that exists (primary key probes)."""
+    job = models.Job
+    return _select(job.id, job.kind, job.status).where(job.id.in_(list(job_ids)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionParams:
+    """The ids an action was asked to change (at most a few thousand)."""
+
+    job_ids: Sequence[str]
+
+
+def fetch_selection(models: Models, runner: Runner, params: SelectionParams) -> dict[str, tuple[str, str]]:
+    """``{id: (kind, status)}`` of the ids that exist, 500 ids per statement."""
+    found: dict[str, tuple[str, str]] = {}
+    ids = list(params.job_ids)
+    for start in range(0, len(ids), 500):
+        for row in runner.execute(selection_statement(models, ids[start:start + 500])):
+            found[row[0]] = (row[1], row[2])
+    return found
 
 
 # -- the change token -----------------------------------------------------------------

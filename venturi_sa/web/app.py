@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from urllib.parse import urlencode
 import jinja2
 import sqlalchemy as sa
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -33,21 +35,25 @@ from venturi_sa.prefix import validate_prefix
 from venturi_sa.task import Registry, Task
 from venturi_sa.web import charts, queries
 from venturi_sa.web.actions import Action, registry
+from venturi_sa.web.hardening import Hardened
 from venturi_sa.web.live import Feed
 from venturi_sa.web.security import (
-    CSRF_COOKIE,
+    VIEW,
     ActorOf,
     Authorize,
     Redact,
     Refused,
     check_authorized,
     check_csrf,
+    csrf_cookie_name,
     csrf_token,
     default_actor,
     no_redaction,
 )
 
 HERE = Path(__file__).parent
+JSON_SHOWN = 64_000
+"""The most characters of one JSON value a job page shows (the rest is a download)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +63,7 @@ class Page:
     ``endpoint(request, dashboard)`` returns a response (or an awaitable one);
     :meth:`Dashboard.render` draws a template in the dashboard's layout and
     :meth:`Dashboard.guard` runs the checks every state-changing request needs.
+    Before the endpoint runs, ``authorize(request, "view", [])`` must allow it.
     """
 
     path: str
@@ -88,8 +95,9 @@ class Dashboard:
     def __init__(self, engine: sa.Engine, models: Models, *, read_only: bool, authorize: Authorize | None,
                  redact: Redact, actor: ActorOf, actions: Sequence[Action], pages: Sequence[Page],
                  poll_interval: float, listen: bool, title: str, template_dirs: Sequence[str | Path],
-                 tasks: Registry) -> None:
+                 tasks: Registry, secret: bytes) -> None:
         self.engine = engine
+        self.secret = secret
         self.tasks = tasks
         self.models = models
         self.read_only = read_only
@@ -118,6 +126,11 @@ class Dashboard:
         separators = (",", ": ") if indent else (", ", ": ")
         return json.dumps(shown, indent=indent, sort_keys=True, default=str, separators=separators)
 
+    def shown(self, value: Any, kind: str, field: str) -> tuple[str, int]:
+        """:meth:`pretty` cut to :data:`JSON_SHOWN` characters, and the full length (a page links the rest)."""
+        text = self.pretty(value, kind, field)
+        return text[:JSON_SHOWN], len(text)
+
     def actions_for(self, status: str) -> list[Action]:
         """The actions a job in ``status`` can take (its page offers these)."""
         return [a for a in self.actions.values() if status in a.statuses]
@@ -136,7 +149,8 @@ class Dashboard:
         """The payload as indented JSON to edit, or "" when redaction hides part of it (never prefill a mask)."""
         if self.redact(kind, "payload", copy.deepcopy(payload)) != payload:
             return ""
-        return json.dumps(payload, indent=2, sort_keys=True)
+        text = json.dumps(payload, indent=2, sort_keys=True)
+        return text if len(text) <= JSON_SHOWN else ""
 
     def base(self, request: Request) -> str:
         """The URL path this dashboard is mounted at ("" at the root)."""
@@ -144,13 +158,17 @@ class Dashboard:
 
     def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
         """``template`` drawn in the dashboard's layout; sets the CSRF cookie on a first visit."""
-        token = csrf_token(request)
+        token = csrf_token(request, self.secret)
         base = self.base(request)
         context.setdefault("page", "")
-        context.update(dashboard=self, base=base, csrf=token, msg=request.query_params.get("msg", ""))
+        context.setdefault("msg", request.query_params.get("msg", ""))
+        context.update(dashboard=self, base=base, csrf=token)
         response = self.templates.TemplateResponse(request, template, context, status_code=status_code)
-        if request.cookies.get(CSRF_COOKIE) != token:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=base or "/")
+        name = csrf_cookie_name(request)
+        if request.cookies.get(name) != token:
+            secure = request.url.scheme == "https"
+            response.set_cookie(name, token, httponly=True, samesite="strict", secure=secure,
+                                path="/" if secure else base or "/")
         response.headers["Cache-Control"] = "no-store"
         return response
 
@@ -168,7 +186,11 @@ class Dashboard:
         """Read-only mode, then the CSRF token: raises :class:`Refused` unless both pass."""
         if self.read_only:
             raise Refused(403, f"this dashboard is read-only: {action} refused")
-        check_csrf(request, form.get("csrf"))
+        check_csrf(request, form.get("csrf"), self.secret)
+
+    async def may_view(self, request: Request, job_ids: Sequence[str] = ()) -> None:
+        """``authorize(request, "view", job_ids)``: :class:`Refused` (403) unless it allows the request."""
+        await check_authorized(self.authorize, request, VIEW, job_ids)
 
     async def guard(self, request: Request, form: Any, action: str, job_ids: Sequence[str]) -> None:
         """Read-only, CSRF, then ``authorize(request, action, job_ids)``: :class:`Refused` unless all pass."""
@@ -178,10 +200,20 @@ class Dashboard:
 
 def _page_route(page: Page, dashboard: Dashboard) -> Route:
     async def endpoint(request: Request) -> Response:
+        await dashboard.may_view(request)
         result = page.endpoint(request, dashboard)
         return await result if inspect.isawaitable(result) else result
 
     return Route(page.path, endpoint, methods=list(page.methods), name=f"page:{page.path}")
+
+
+def _secret(given: str | bytes | None) -> bytes:
+    if given is None:
+        return secrets.token_bytes(32)
+    raw = given.encode() if isinstance(given, str) else given
+    if len(raw) < 16:
+        raise ValueError("create_app(secret=...) needs at least 16 bytes")
+    return raw
 
 
 def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = False,
@@ -189,11 +221,14 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                actor: ActorOf | None = None, actions: Sequence[Action] = (), pages: Sequence[Page] = (),
                poll_interval: float = 2.0, listen: bool = True, title: str | None = None,
                template_dirs: Sequence[str | Path] = (),
-               tasks: Registry | Iterable[type[Task]] = ()) -> Starlette:
+               tasks: Registry | Iterable[type[Task]] = (), secret: str | bytes | None = None) -> Starlette:
     """The dashboard of queue ``prefix`` on ``engine`` (a sync Engine), as a Starlette app.
 
     ``read_only`` refuses every action on the server (403) and hides the buttons.
-    ``authorize(request, action, job_ids)`` is asked before each action;
+    ``authorize(request, action, job_ids)`` is asked before each action, and
+    with action ``"view"`` before every page, fragment and live stream (anything
+    but True answers 403); ``secret`` signs the CSRF tokens and confirmations
+    (default: random per app, so tokens end with the process);
     ``redact(kind, field, value)`` filters payloads, carries and attachments
     before they are shown; ``actor(request)`` names who acted in the journal
     (default: the host app's authenticated user, else the client address).
@@ -211,12 +246,13 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                           redact=redact or no_redaction, actor=actor or default_actor, actions=actions,
                           pages=pages, poll_interval=poll_interval, listen=listen,
                           title=title or f"venturi · {prefix}", template_dirs=template_dirs,
-                          tasks=tasks if isinstance(tasks, Registry) else Registry(tuple(tasks)))
+                          tasks=tasks if isinstance(tasks, Registry) else Registry(tuple(tasks)),
+                          secret=_secret(secret))
     table: list[BaseRoute] = [
         *routes.routes(dashboard),
         *(_page_route(p, dashboard) for p in dashboard.pages),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=table, exception_handlers=routes.handlers(dashboard))
+    app = Starlette(routes=table, exception_handlers=routes.handlers(dashboard), middleware=[Middleware(Hardened)])
     app.state.dashboard = dashboard
     return app

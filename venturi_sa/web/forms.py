@@ -20,6 +20,12 @@ from venturi_sa.task import check_priority
 
 PAYLOAD_LIMIT = 100_000
 """The most characters a payload typed into the job page may have."""
+PAYLOAD_DEPTH = 64
+"""The deepest nesting of arrays and objects a payload typed into the job page may have."""
+FURTHEST = timedelta(days=3650)
+"""How far ahead "Run later" and pause ends may be (a delay, or a time)."""
+EARLIEST = timedelta(days=36500)
+"""How far back a time may be (an operation then says whether a past time is fine)."""
 
 
 def text(form: Mapping[str, Any], name: str, *, required: bool = False, limit: int = 500) -> str | None:
@@ -49,16 +55,30 @@ def when(form: Mapping[str, Any], name: str, *, required: bool = True) -> dateti
     raw = text(form, name, required=required, limit=64)
     if raw is None:
         return None
+    far = f"{name} must be at most {FURTHEST.days} days ahead and {EARLIEST.days} days back"
     try:
-        return parse_duration(raw)
+        delay = parse_duration(raw)
     except BadDuration:
         pass
+    except (OverflowError, ValueError):
+        raise InvalidOption(far) from None
+    else:
+        if delay > FURTHEST:
+            raise InvalidOption(far)
+        return delay
     try:
         moment = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
     except ValueError:
         raise InvalidOption(f"{name} {raw!r} is neither a duration (30m, 2h, 1d) nor an ISO 8601 time "
                             "such as 2026-05-01T12:00:00Z") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    try:
+        near = -EARLIEST <= moment - datetime.now(timezone.utc) <= FURTHEST
+    except OverflowError:
+        near = False
+    if not near:
+        raise InvalidOption(far)
+    return moment
 
 
 def payload(form: Mapping[str, Any]) -> Any:
@@ -68,10 +88,36 @@ def payload(form: Mapping[str, Any]) -> Any:
         raise InvalidOption("payload is required: type the whole new payload as JSON")
     if len(raw) > PAYLOAD_LIMIT:
         raise InvalidOption(f"payload must be at most {PAYLOAD_LIMIT} characters of JSON")
+    if _depth(raw) > PAYLOAD_DEPTH:
+        raise InvalidOption(f"payload nests deeper than {PAYLOAD_DEPTH} levels of arrays and objects")
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise InvalidOption(f"payload is not valid JSON: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise InvalidOption(f"payload is not usable JSON: {exc}") from None
     if value is None:
         raise InvalidOption("payload must be a JSON value other than null")
     return value
+
+
+def _depth(raw: str) -> int:
+    """The deepest bracket nesting of JSON text ``raw``, outside strings (read before parsing, no recursion)."""
+    deepest = level = 0
+    in_string = escaped = False
+    for char in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif char in "]}":
+            level -= 1
+    return deepest

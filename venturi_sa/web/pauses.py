@@ -1,4 +1,4 @@
-"""The Schedules & pauses page's operations: pause or resume a kind, pause or resume a schedule.
+"""The Schedules & pauses page's operations: pause or resume a kind, pause, resume or run a schedule now.
 
 ``POST /schedules`` with ``do`` one of :data:`OPERATIONS` passes the same
 checks as every action (read-only mode, the CSRF token, then
@@ -6,7 +6,9 @@ checks as every action (read-only mode, the CSRF token, then
 jobs, so the hook gets no job ids; it may read the form, ``kind`` or
 ``name``, with ``await request.form()``), then runs the operation in its own
 short transaction through :mod:`venturi_sa.ops.control` (pauses, recorded with
-the actor in ``<prefix>_pauses``) or :mod:`venturi_sa.periodic` (schedules).
+the actor in ``<prefix>_pauses``) or :mod:`venturi_sa.periodic` (schedules;
+"run now" fires one job outside the schedule's timing, its next fire time
+unchanged: :func:`venturi_sa.periodic.run_now`).
 A refused operation (kind not paused, no such schedule, ``until`` in the past)
 changes nothing and comes back as the page's message.
 """
@@ -25,7 +27,8 @@ from starlette.responses import Response
 
 from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.ops import control
-from venturi_sa.periodic import set_paused
+from venturi_sa.periodic import run_now, set_paused
+from venturi_sa.queue import Queue
 from venturi_sa.web import forms
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.security import check_authorized
@@ -61,6 +64,12 @@ def _schedule(paused: bool) -> Operation:
     return operate
 
 
+def _run_schedule(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
+    job_id = run_now(Queue(dashboard.models), dashboard.engine, values["name"])
+    log.info("schedule %r of queue %r run now by %s: job %s", values["name"], dashboard.prefix, actor, job_id)
+    return f"schedule {values['name']} fired now: job {job_id}"
+
+
 def _kind_form(form: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": forms.text(form, "kind", required=True, limit=200)}
 
@@ -71,6 +80,7 @@ OPERATIONS: dict[str, tuple[Operation, Callable[[Mapping[str, Any]], dict[str, A
     "resume_kind": (_resume_kind, _kind_form),
     "pause_schedule": (_schedule(True), lambda form: {"name": forms.text(form, "name", required=True)}),
     "resume_schedule": (_schedule(False), lambda form: {"name": forms.text(form, "name", required=True)}),
+    "run_schedule": (_run_schedule, lambda form: {"name": forms.text(form, "name", required=True)}),
 }
 """What ``POST /schedules`` does, by ``do``: the operation and the reader of its form fields."""
 

@@ -28,6 +28,7 @@ from venturi_sa.storage.dashboard import (
     JobFilter,
     JobPageParams,
     OverviewCounts,
+    SelectionParams,
     WindowParams,
 )
 from venturi_sa.storage.history import JobParams
@@ -151,6 +152,8 @@ class Jobs:
     items: list[JobInfo]
     next_after: tuple[datetime, str] | None
     scanned_to: datetime | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    """Each listed job's last failure (outcome and journal note), for the jobs that have one."""
 
 
 def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
@@ -158,7 +161,8 @@ def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
     with short_transaction(models, engine) as session:
         page = backend_for(models).dashboard_jobs(session, params)
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
-                scanned_to=page.scanned_to)
+                scanned_to=page.scanned_to,
+                errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in page.errors})
 
 
 def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tuple[str, ...],
@@ -183,6 +187,12 @@ def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tu
         if page.next_after is None:
             return
         params = replace(params, after=page.next_after)
+
+
+def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
+    with short_transaction(models, engine) as session:
+        return backend_for(models).dashboard_selection(session, SelectionParams(job_ids=job_ids))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,19 +1,26 @@
 """The dashboard's pages, fragments, actions and event stream.
 
 GET pages read (each in one or two short transactions, see
-:mod:`venturi_sa.web.queries`); fragments are the live parts of a page, re-read
-when the event stream says the queue changed.  ``POST /actions`` is the only
-state-changing route: it passes :meth:`Dashboard.guard` first, then applies the
-action to the selected ids, or to every job matching the submitted filter.
+:mod:`venturi_sa.web.queries`) after ``authorize(request, "view", ...)`` allows
+it; fragments are the live parts of a page, re-read when the event stream says
+the queue changed, and answer 204 (no body) when the browser already has the
+same one (``If-None-Match``).  ``POST /actions`` is the only state-changing
+route for jobs: it passes :meth:`Dashboard.guard` first, checks every id, then
+applies the action to the selected ids, or to every job matching the
+submitted filter; a dangerous action (kill, cancel) first answers a
+confirmation page (:mod:`venturi_sa.web.confirm`).  Bad input answers 400, an
+unknown job 404, the database away 503 (a page that retries).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
+import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -24,7 +31,7 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.history import decode_cursor, encode_cursor
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
-from venturi_sa.web import forms, pauses, queries
+from venturi_sa.web import confirm, forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.security import Refused, check_authorized
@@ -36,14 +43,36 @@ BULK_MOST = 2000
 WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
            "7d": timedelta(days=7)}
 TEXT_LIMIT = 200
+SORTS = ("newest", "oldest")
+"""The jobs list's orders: by creation time, the only order ``_jobs_created`` walks by keyset."""
+ID_LIMIT = 128
+"""The longest job id the dashboard looks up (ids are 26-character ULIDs)."""
+RETRY_SECONDS = 5
+"""How soon the "database unavailable" page reloads itself."""
 
 
 def _bad(message: str) -> HTTPException:
     return HTTPException(400, message)
 
 
+def _printable(name: str, value: str) -> str:
+    """``value`` unless it holds a NUL or another control character (400 naming ``name``)."""
+    if not value.isprintable():
+        raise _bad(f"{name} must be printable text (no NUL or control characters)")
+    return value
+
+
+def check_job_id(job_id: str) -> str:
+    """``job_id`` when it can be a job's id: printable, at most :data:`ID_LIMIT` characters (else 400)."""
+    if not job_id or len(job_id) > ID_LIMIT or not job_id.isprintable():
+        raise _bad(f"invalid job id {job_id[:ID_LIMIT]!r}: ids are printable text of at most {ID_LIMIT} characters")
+    return job_id
+
+
 def parse_filter(values: Any, now: datetime) -> tuple[JobFilter, dict[str, str]]:
     """The job filter in ``values`` (query or form), and its fields as given (for links and forms)."""
+    for name in ("status", "window", "kind", "q", "upto"):
+        _printable(name, str(values.get(name) or ""))
     status = (values.get("status") or "").strip()
     if status and status not in STATUSES:
         raise _bad(f"invalid status {status!r}: use one of {', '.join(STATUSES)}")
@@ -73,6 +102,7 @@ def _after(values: Any) -> tuple[datetime, str] | None:
     cursor = values.get("after")
     if not cursor:
         return None
+    _printable("after", cursor)
     try:
         return decode_cursor(cursor)
     except InvalidOption as exc:
@@ -83,8 +113,8 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-Endpoint = Callable[[Request], Response]
-"""A synchronous route handler."""
+Endpoint = Callable[[Request], Awaitable[Response]]
+"""A route handler."""
 
 
 def routes(dashboard: Dashboard) -> list[Route]:
@@ -94,11 +124,15 @@ def routes(dashboard: Dashboard) -> list[Route]:
                page: str) -> tuple[Endpoint, Endpoint]:
         """A page and its live fragment (re-read when the queue changes): both draw what ``read`` returns."""
 
-        def full(request: Request) -> Response:
-            return dashboard.render(request, template, page=page, **read(request))
+        async def full(request: Request) -> Response:
+            await dashboard.may_view(request, _viewed_ids(request))
+            data = await run_in_threadpool(read, request)
+            return dashboard.render(request, template, page=page, **data)
 
-        def fragment(request: Request) -> Response:
-            return dashboard.render(request, body, **read(request))
+        async def fragment(request: Request) -> Response:
+            await dashboard.may_view(request, _viewed_ids(request))
+            data = await run_in_threadpool(read, request)
+            return _unless_unchanged(request, dashboard.render(request, body, **data))
 
         return full, fragment
 
@@ -111,13 +145,21 @@ def routes(dashboard: Dashboard) -> list[Route]:
     def jobs_data(request: Request) -> dict[str, Any]:
         now = _now()
         flt, given = parse_filter(request.query_params, now)
+        sort = _printable("sort", request.query_params.get("sort") or SORTS[0])
+        if sort not in SORTS:
+            raise _bad(f"invalid sort {sort!r}: the list sorts by creation time only, {' or '.join(SORTS)} "
+                       "(no other column has an index to page through without OFFSET)")
+        flip = urlencode({**given, **({} if sort == "oldest" else {"sort": "oldest"})})
+        if sort != SORTS[0]:
+            given["sort"] = sort
         after = _after(request.query_params)
         page = queries.jobs(dashboard.models, dashboard.engine,
-                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after))
+                            JobPageParams(filter=flt, limit=PAGE_SIZE, after=after, oldest_first=sort == "oldest",
+                                          errors=True))
         more = None
         if page.next_after is not None:
             more = urlencode({**given, "after": encode_cursor(*page.next_after)})
-        return {"jobs": page, "given": given, "more": more, "first": after is None,
+        return {"jobs": page, "given": given, "more": more, "first": after is None, "sort": sort, "flip": flip,
                 "query": urlencode(given), "upto": now.isoformat(), "statuses": STATUSES,
                 "windows": list(WINDOWS)}
 
@@ -127,6 +169,17 @@ def routes(dashboard: Dashboard) -> list[Route]:
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
         return {"view": found}
+
+    async def job_json(request: Request) -> Response:
+        """One JSON field of a job in full (what its page shows truncated), as a download."""
+        job_id = request.path_params["job_id"]
+        await dashboard.may_view(request, _viewed_ids(request))
+        found = (await run_in_threadpool(job_data, request))["view"]
+        field = request.path_params["field"]
+        value = _json_field(found, field)
+        text = dashboard.pretty(value, found.job.kind, field.partition("-")[0])
+        return Response(text, media_type="application/json", headers={
+            "Content-Disposition": f'attachment; filename="{job_id}-{field}.json"', "Cache-Control": "no-store"})
 
     def workers_data(request: Request) -> dict[str, Any]:
         return {"view": queries.workers(dashboard.models, dashboard.engine)}
@@ -145,15 +198,19 @@ def routes(dashboard: Dashboard) -> list[Route]:
         name, _, scope = str(form.get("do") or "").partition(":")
         action = dashboard.actions.get(name)
         if action is None or scope not in ("selected", "matching"):
-            raise _bad(f"unknown action {form.get('do')!r}")
+            raise _bad(f"unknown action {str(form.get('do'))[:80]!r}")
         dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
         if scope == "matching" and not action.bulk:
             raise _bad(f"{action.label} applies to one job at a time, from the job's page")
         ids = _selected(action, form) if scope == "selected" else []
         ctx = _context(request, action, form)
+        if action.danger:
+            return await confirm.confirmed(dashboard, request, form, action, ctx, ids, scope)
         if scope == "selected":
             await check_authorized(dashboard.authorize, request, action.name, ids)
-            outcome = await run_in_threadpool(apply_each, action, ctx, ids)
+            found = await run_in_threadpool(queries.selection, dashboard.models, dashboard.engine, ids)
+            outcome = Outcome(skipped={i: f"no job with id {i}" for i in ids if i not in found})
+            outcome.merge(await run_in_threadpool(apply_each, action, ctx, [i for i in ids if i in found]))
         else:
             flt, _ = parse_filter(form, _now())
             outcome = await _apply_matching(request, action, ctx, flt)
@@ -188,6 +245,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
                 return total
 
     async def events(request: Request) -> Response:
+        await dashboard.may_view(request)
         return StreamingResponse(dashboard.feed.events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
@@ -197,6 +255,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         Route("/jobs", jobs, name="jobs"),
         Route("/fragment/jobs", jobs_fragment),
         Route("/jobs/{job_id}", job, name="job"),
+        Route("/jobs/{job_id}/json/{field}", job_json, name="job-json"),
         Route("/fragment/jobs/{job_id}", job_fragment),
         Route("/workers", workers, name="workers"),
         Route("/fragment/workers", workers_fragment),
@@ -214,9 +273,10 @@ SHOWN_REASONS = 3
 
 def _selected(action: Action, form: Any) -> list[str]:
     """The checked job ids: at least one, at most :data:`BULK_MOST` (one for a job-page-only action)."""
-    ids = [str(i) for i in form.getlist("ids")]
+    ids = [check_job_id(str(i)) for i in form.getlist("ids")]  # every id checked before any changes
     if not ids:
         raise _bad("no jobs selected")
+    ids = list(dict.fromkeys(ids))
     if not action.bulk and len(ids) > 1:
         raise _bad(f"{action.label} applies to one job at a time")
     if len(ids) > BULK_MOST:
@@ -241,8 +301,34 @@ def _summary(label: str, outcome: Outcome) -> str:
     return text
 
 
+def _viewed_ids(request: Request) -> list[str]:
+    """The job a page or fragment shows (its id checked: 400 if it cannot be one), else none."""
+    job_id = request.path_params.get("job_id")
+    return [check_job_id(job_id)] if job_id is not None else []
+
+
+def _unless_unchanged(request: Request, response: Response) -> Response:
+    """``response`` with an ETag of its body, or 204 and no body when the browser has it already."""
+    tag = '"' + hashlib.sha256(bytes(response.body)).hexdigest()[:32] + '"'
+    if request.headers.get("if-none-match") == tag:
+        return Response(status_code=204, headers={"ETag": tag, "Cache-Control": "no-store"})
+    response.headers["ETag"] = tag
+    return response
+
+
+def _json_field(found: queries.Detail, field: str) -> Any:
+    """``payload``, ``carry`` or ``attachment-<journal id>`` of a job (404 if it has no such field)."""
+    if field in ("payload", "carry"):
+        return getattr(found.job, field)
+    kind, _, entry = field.partition("-")
+    for run in found.runs:
+        if kind == "attachment" and str(run.entry.id) == entry and run.entry.attachment is not None:
+            return run.entry.attachment
+    raise HTTPException(404, f"job {found.job.id} has no field {field[:40]!r}")
+
+
 def handlers(dashboard: Dashboard) -> dict[Any, Any]:
-    """Refusals and HTTP errors as a page in the dashboard's layout (plain text for fragments)."""
+    """Refusals, HTTP errors and an unreachable database as a page in the dashboard's layout."""
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
@@ -252,5 +338,18 @@ def handlers(dashboard: Dashboard) -> dict[Any, Any]:
         assert isinstance(exc, HTTPException)
         return dashboard.render(request, "error.html", status_code=exc.status_code, message=exc.detail)
 
-    return {Refused: refused, HTTPException: http_error}
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+        response = dashboard.render(request, "unavailable.html", status_code=503, message=reason,
+                                    retry=RETRY_SECONDS)
+        response.headers["Retry-After"] = str(RETRY_SECONDS)
+        return response
+
+    async def refused_by_database(request: Request, exc: Exception) -> Response:
+        return dashboard.render(request, "error.html", status_code=400,
+                                message="the database refused this input: check the values and try again")
+
+    return {Refused: refused, HTTPException: http_error, sa.exc.OperationalError: unavailable,
+            sa.exc.InterfaceError: unavailable, sa.exc.TimeoutError: unavailable,
+            sa.exc.DataError: refused_by_database, RecursionError: refused_by_database}
 

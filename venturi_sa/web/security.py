@@ -1,15 +1,19 @@
-"""Who may change what: read-only mode, the authorize hook, CSRF tokens, the actor, redaction.
+"""Who may see and change what: the authorize hook, read-only mode, CSRF tokens, the actor, redaction.
 
-Every state-changing request is a POST that passes, in order: read-only mode
-(refused with 403 whatever else it carries), the CSRF check (the form's
-``csrf`` field must equal the ``venturi_csrf`` cookie this dashboard set, a
-double-submit token another site can neither read nor forge; a cross-origin
-``Origin`` header is refused too), then the application's ``authorize(request,
-action, job_ids)`` hook.  Only then does the action run; it journals the actor.
+Every page, fragment and live stream first asks ``authorize(request, "view",
+job_ids)`` (the job's id on a job's page, else none).  Every state-changing
+request is a POST that passes, in order: read-only mode (refused with 403
+whatever else it carries), the CSRF check (the form's ``csrf`` field must equal
+the dashboard's cookie, and be a nonce signed with HMAC-SHA256 under the
+dashboard's secret, so neither another site nor a planted cookie can supply
+one; a cross-origin or ``null`` ``Origin`` is refused too), then
+``authorize(request, action, job_ids)``.  Only then does the action run; it
+journals the actor.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import inspect
 import secrets
@@ -20,7 +24,11 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 
 CSRF_COOKIE = "venturi_csrf"
+SECURE_CSRF_COOKIE = "__Host-venturi_csrf"
+"""The cookie's name over HTTPS: ``__Host-`` makes the browser refuse it unless ``Secure``, path ``/``, no domain."""
 CSRF_FIELD = "csrf"
+VIEW = "view"
+"""The action ``authorize`` is asked about before a page, a fragment or the live stream is shown."""
 
 Authorize = Callable[[Request, str, Sequence[str]], "bool | Awaitable[bool]"]
 """``authorize(request, action, job_ids) -> bool`` (or an awaitable of it): may this request act?"""
@@ -41,22 +49,48 @@ class Refused(Exception):
         self.reason = reason
 
 
-def csrf_token(request: Request) -> str:
-    """The request's CSRF cookie value, or a fresh token (the response then sets the cookie)."""
-    existing = request.cookies.get(CSRF_COOKIE)
-    if existing and len(existing) >= 32:
+def sign(secret: bytes, *parts: str) -> str:
+    """HMAC-SHA256 of ``parts`` under ``secret``, URL-safe hex."""
+    return hmac.new(secret, "\x1f".join(parts).encode(), hashlib.sha256).hexdigest()
+
+
+def csrf_cookie_name(request: Request) -> str:
+    """``__Host-venturi_csrf`` when the request came over HTTPS, else ``venturi_csrf``."""
+    return SECURE_CSRF_COOKIE if request.url.scheme == "https" else CSRF_COOKIE
+
+
+def _valid(secret: bytes, token: str) -> bool:
+    nonce, _, mac = token.partition(".")
+    return len(nonce) >= 32 and hmac.compare_digest(mac, sign(secret, "csrf", nonce))
+
+
+def csrf_token(request: Request, secret: bytes) -> str:
+    """The request's CSRF cookie if signed under ``secret``, else a fresh signed token (the response sets it)."""
+    existing = request.cookies.get(csrf_cookie_name(request), "")
+    if _valid(secret, existing):
         return existing
-    token: str = request.state.__dict__.setdefault("new_csrf", secrets.token_urlsafe(32))
+    if "new_csrf" not in request.state.__dict__:
+        nonce = secrets.token_urlsafe(32)
+        request.state.new_csrf = f"{nonce}.{sign(secret, 'csrf', nonce)}"
+    token: str = request.state.new_csrf
     return token
 
 
-def check_csrf(request: Request, submitted: object) -> None:
-    """Refuse unless ``submitted`` equals the CSRF cookie and the request is not cross-origin."""
+def check_origin(request: Request) -> None:
+    """Refuse a request whose ``Origin`` is ``null`` or names another host than ``Host``."""
     origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host", ""):
+    if origin is None:
+        return
+    if origin == "null" or urlsplit(origin).netloc != request.headers.get("host", ""):
         raise Refused(403, f"cross-origin request from {origin} refused")
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    if not cookie or not isinstance(submitted, str) or not hmac.compare_digest(cookie, submitted):
+
+
+def check_csrf(request: Request, submitted: object, secret: bytes) -> None:
+    """Refuse unless ``submitted`` equals the CSRF cookie, is signed under ``secret`` and the request is same-origin."""
+    check_origin(request)
+    cookie = request.cookies.get(csrf_cookie_name(request), "")
+    if (not isinstance(submitted, str) or not _valid(secret, cookie)
+            or not hmac.compare_digest(cookie, submitted)):
         raise Refused(403, "missing or wrong CSRF token: reload the page and try again")
 
 
