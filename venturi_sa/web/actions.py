@@ -79,18 +79,20 @@ def _requeue(ctx: ActionContext, job_id: str) -> object:
 
 
 def _kill(ctx: ActionContext, job_id: str) -> object:
-    return admin.kill(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
+    return admin.kill(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor, registry=ctx.registry)
 
 
 def _release(ctx: ActionContext, job_id: str) -> object:
     return admin.release(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
 
 
-REQUESTED = "still running: cancel requested, its worker ends the run within one lease renewal"
+REQUESTED = ("still running: cancel requested; its worker delivers it at its next lease renewal (at once when "
+             "it listens), and the run ends dead when its handler returns (a sync handler stops early only "
+             "if it checks ctx.cancelled)")
 
 
 def _cancel(ctx: ActionContext, job_id: str) -> object:
-    done = control.cancel(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
+    done = control.cancel(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor, registry=ctx.registry)
     return REQUESTED if done.result == "requested" else None
 
 
@@ -147,7 +149,8 @@ BUILTIN_ACTIONS: tuple[Action, ...] = (
     Action(name="release", label="Release", statuses=(_CLAIMED,), run=_release,
            help="claimed → pending (the worker's outcome is then discarded)"),
     Action(name="cancel", label="Cancel", statuses=(_PENDING, _CLAIMED), run=_cancel, danger=True,
-           help="pending → dead now; a running job is stopped by its worker within one lease renewal"),
+           help="pending → dead now; a running job gets a cancel request its worker delivers at its next "
+                "lease renewal, and ends dead when its handler returns"),
     Action(name="retry_now", label="Retry now", statuses=(_PENDING,), run=_retry_now,
            help="a pending job backing off after a failure becomes eligible now"),
     Action(name="run_now", label="Run now", statuses=(_PENDING,), run=_run_now,
