@@ -83,5 +83,5 @@ def test_outcome_rows_carry_each_outcome_s_values_column_by_column() -> None:
         "v_delay": [timedelta(0), timedelta(seconds=5), timedelta(0)], "v_failure_inc": [0, 1, 0],
         "v_save_carry": [True, True, False], "v_carry": ["null", '{"n": 2}', None],
         "v_outcome": ["completed", "retried", "dead"], "v_note": [None, "boom", "x"],
-        "v_attachment": ['{"r": 1}', None, None],
+        "v_attachment": ['{"r": 1}', None, None], "v_owe": [False, False, False],
     }

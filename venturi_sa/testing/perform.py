@@ -22,7 +22,7 @@ from venturi_sa.testing.drain import TEST_WORKER
 from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import NOT_RUN, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session
-from venturi_sa.worker.executor import note_text
+from venturi_sa.worker.executor import UNSTORED_RESULT, note_text
 from venturi_sa.worker.run import Run
 
 if TYPE_CHECKING:
@@ -199,9 +199,9 @@ def _correction(result: Any, params: FinishParams) -> str | None:
         return "the job could not start"
     asked = Complete() if result is None else result
     if not isinstance(asked, RUN_OUTCOMES):
-        if params.outcome is Outcome.COMPLETED and not params.failure:
+        if params.outcome is Outcome.COMPLETED and not (params.note or "").startswith(UNSTORED_RESULT):
             return None  # a JSON result, recorded as Complete with it as the attachment
-        return f"the handler returned {asked!r:.80}, neither an outcome nor a JSON result"
+        return f"the handler returned {asked!r:.80}, neither an outcome nor a value JSON can store"
     name = type(asked).__name__
     if isinstance(asked, Retry):
         base = note_text(asked.note if isinstance(asked.note, str) and asked.note else "retry requested")

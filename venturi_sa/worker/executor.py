@@ -198,6 +198,10 @@ def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:
     return _finish(run, Outcome.PAUSED, note, visible_at=until, delay=result.delay, **carry)
 
 
+UNSTORED_RESULT = "completed; its return value was not stored"
+"""How the journal note of a run whose result could not be stored begins."""
+
+
 def stored_result(value: Any, max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> tuple[Any, str | None]:
     """A handler's return value as the JSON the job keeps, and None; or None and why it cannot be kept.
 
@@ -227,7 +231,7 @@ def _result(run: Run, value: Any) -> FinishParams:
     result, problem = stored_result(value, run.ctx.max_payload_bytes)
     note = None
     if problem is not None:
-        note = note_text(f"completed; its return value was not stored: {problem}")
+        note = note_text(f"{UNSTORED_RESULT}: {problem}")
         run.ctx.log.warning("job %s %s", run.job.id, note)
     elif run.ctx.attachment is not None:
         run.ctx.log.debug("the returned result replaces the attachment set with ctx.set_attachment()")
