@@ -10,9 +10,11 @@ The test side starts and stops the processes with :class:`Procs`.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -100,3 +102,60 @@ def app_procs(app: ModuleType, engine: sa.Engine, dsn: str, prefix: str) -> Iter
     procs = Procs(Path(app.__file__).resolve(), dsn, prefix)  # type: ignore[arg-type]
     yield procs
     procs.cleanup()
+
+
+STARTED = re.compile(r"worker process (\d+) started \(pid (\d+)\)")
+
+
+class Supervised:
+    """A supervisor process (``venturi worker --processes N`` or an app's own); its stderr lines and the
+    child pids they announce, per index; every condition waited for gets ``wait`` seconds."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, wait: float = 45.0) -> None:
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+        self.wait = wait
+        self.lines: list[str] = []
+        self.children: dict[int, list[int]] = {}
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._changed:
+                self.lines.append(line)
+                found = STARTED.search(line)
+                if found:
+                    self.children.setdefault(int(found.group(1)), []).append(int(found.group(2)))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, what: str, predicate: Callable[[], object]) -> None:
+        with self._changed:
+            assert self._changed.wait_for(predicate, self.wait), f"{what}; log:\n{self.log()}"
+
+    def log(self) -> str:
+        with self._changed:
+            return "".join(self.lines)
+
+    def pid_of(self, index: int) -> int:
+        return self.children[index][-1]
+
+    def all_pids(self) -> list[int]:
+        with self._changed:
+            return [pid for pids in self.children.values() for pid in pids]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for pid in self.all_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reader.join(10)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()

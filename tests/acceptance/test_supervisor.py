@@ -8,11 +8,9 @@ supervisor exits 0.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,66 +18,31 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import supervised_app
+from process_kit import Supervised
 from sqlalchemy.orm import Session
 
 from venturi_sa import Queue, make_models
 
 HERE = Path(__file__).resolve().parent
 WAIT = 90.0
-STARTED = re.compile(r"worker process (\d+) started \(pid (\d+)\)")
 
 
-class Supervised:
-    """A ``venturi worker --processes N`` process and the child pids its log announces."""
-
-    def __init__(self, dsn: str, prefix: str, processes: int) -> None:
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},
-               "SUPERVISED_PREFIX": prefix, "VENTURI_DSN": dsn.replace("postgresql+psycopg2://", "postgresql://")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "venturi_sa", "worker", "supervised_app:queue", "--processes", str(processes),
-             "--concurrency", "2", "--poll-interval", "0.2", "--grace", "5"],
-            cwd=HERE, env=env, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.children: dict[int, list[int]] = {}  # index -> pids, in start order
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._changed:
-                self.lines.append(line)
-                found = STARTED.search(line)
-                if found:
-                    self.children.setdefault(int(found.group(1)), []).append(int(found.group(2)))
-                self._changed.notify_all()
-
-    def wait_for(self, what: str, predicate) -> None:  # type: ignore[no-untyped-def]
-        with self._changed:
-            assert self._changed.wait_for(predicate, WAIT), f"{what}; log:\n{''.join(self.lines)}"
-
-    def log(self) -> str:
-        with self._changed:
-            return "".join(self.lines)
+def start_supervised(dsn: str, prefix: str, processes: int) -> Supervised:
+    """``venturi worker supervised_app:queue --processes N`` on queue ``prefix``."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},
+           "SUPERVISED_PREFIX": prefix, "VENTURI_DSN": dsn.replace("postgresql+psycopg2://", "postgresql://")}
+    return Supervised(
+        [sys.executable, "-m", "venturi_sa", "worker", "supervised_app:queue", "--processes", str(processes),
+         "--concurrency", "2", "--poll-interval", "0.2", "--grace", "5"], env, HERE, WAIT)
 
 
 @pytest.fixture
 def supervised(pg_url: str, prefix: str, models: object) -> Iterator[Supervised]:
-    s = Supervised(pg_url, prefix, processes=2)
-    yield s
-    if s.proc.poll() is None:
-        s.proc.kill()
-        s.proc.wait(10)
-    s._reader.join(10)
-    if s.proc.stderr is not None:
-        s.proc.stderr.close()
-    for pids in s.children.values():
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    s = start_supervised(pg_url, prefix, processes=2)
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 def run_jobs(engine: sa.Engine, queue: Queue, n: int) -> set[int]:

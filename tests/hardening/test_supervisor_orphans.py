@@ -14,19 +14,17 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kit import wait_until
+from process_kit import Supervised
 
 pytestmark = pytest.mark.timeout(120)
 HERE = Path(__file__).resolve().parent
 WAIT = 45.0
-STARTED = re.compile(r"worker process (\d+) started \(pid (\d+)\)")
 NOT_STARTED = re.compile(r"worker process 0 could not be started \(.*\); trying again in ([\d.]+)s")
 
 
@@ -37,57 +35,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-class Supervised:
-    """A supervisor process; its stderr lines and the child pids they announce, per index."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(args, cwd=HERE, env=env, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.children: dict[int, list[int]] = {}
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._changed:
-                self.lines.append(line)
-                found = STARTED.search(line)
-                if found:
-                    self.children.setdefault(int(found.group(1)), []).append(int(found.group(2)))
-                self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
-
-    def wait_for(self, what: str, predicate: Callable[[], object]) -> None:
-        with self._changed:
-            assert self._changed.wait_for(predicate, WAIT), f"{what}; log:\n{self.log()}"
-
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def pid_of(self, index: int) -> int:
-        return self.children[index][-1]
-
-    def all_pids(self) -> list[int]:
-        with self._changed:
-            return [pid for pids in self.children.values() for pid in pids]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        for pid in self.all_pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self._reader.join(10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
 
 
 def environment(pg_url: str, prefix: str, **more: str) -> dict[str, str]:
@@ -105,7 +52,7 @@ def fault(tmp_path: Path) -> Path:
 def seamed(pg_url: str, prefix: str, models: object, fault: Path) -> Iterator[Supervised]:
     """``python procs_app.py 2``, both children started."""
     s = Supervised([sys.executable, "procs_app.py", "2"],
-                   environment(pg_url, prefix, PROCS_SPAWN_FAULT=str(fault)))
+                   environment(pg_url, prefix, PROCS_SPAWN_FAULT=str(fault)), HERE, WAIT)
     try:
         s.wait_for("both children to start", lambda: len(s.children) == 2)
         yield s
@@ -145,7 +92,7 @@ def test_the_children_end_when_the_supervisor_is_killed(pg_url: str, prefix: str
     dsn = pg_url.replace("postgresql+psycopg2://", "postgresql://", 1)
     s = Supervised([sys.executable, "-m", "venturi_sa", "worker", "procs_app:queue", "--processes", "2",
                     "--dsn", dsn, "--concurrency", "2", "--poll-interval", "0.2", "--grace", "5"],
-                   environment(pg_url, prefix))
+                   environment(pg_url, prefix), HERE, WAIT)
     try:
         s.wait_for("both children to start", lambda: len(s.children) == 2)
         pids = s.all_pids()
