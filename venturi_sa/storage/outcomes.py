@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
-from venturi_sa.states import OUTCOME_STATUS, TERMINAL, Outcome, Status
+from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
 from venturi_sa.storage.params import ZERO, Fence, FinishManyParams, FinishParams, Runner
 
 
@@ -124,51 +124,49 @@ def _finish_many_statement(models: Models) -> Any:
         return _STATEMENTS[key]
     job, journal, cancels = models.jobs_table.c, models.journal_table, models.cancels_table.c
     rows = _outcome_rows()
+    # Each outcome with its job's cancel request, if one is stored (a primary-key probe of an
+    # almost always empty table; the planner flattens the outer join into the UPDATE's FROM).
+    outcome = (sa.select(rows, cancels.actor.label("cancel_actor"), cancels.note.label("cancel_note"))
+               .select_from(rows.outerjoin(models.cancels_table, cancels.job_id == rows.c.id))
+               .subquery("requested"))
     now = sa.func.clock_timestamp()
-    to_pending = rows.c.status == Status.PENDING.value
-    cancelled = sa.and_(to_pending, sa.exists().where(cancels.job_id == rows.c.id))
-    status = sa.case((cancelled, Status.DEAD.value), else_=rows.c.status)
-    converted = sa.and_(to_pending, job.status == Status.DEAD.value)  # in RETURNING: the row as written
-    owed_dead = sa.or_(converted, rows.c.owe)
-    request = sa.select(cancels.actor).where(cancels.job_id == job.id)
+    to_pending = outcome.c.status == Status.PENDING.value
+    cancelled = sa.and_(to_pending, outcome.c.cancel_actor.is_not(None))
     done = (
         sa.update(models.jobs_table)
-        .where(job.id == rows.c.id, job.status == Status.CLAIMED.value,
-               job.claimed_by == rows.c.claimed_by, job.run_count == rows.c.run_count)
+        .where(job.id == outcome.c.id, job.status == Status.CLAIMED.value,
+               job.claimed_by == outcome.c.claimed_by, job.run_count == outcome.c.run_count)
         .values(
-            status=status,
+            status=sa.case((cancelled, Status.DEAD.value), else_=outcome.c.status),
             claimed_by=None,
             claim_expires_at=None,
-            finished_at=sa.case((sa.or_(rows.c.finished, cancelled), now), else_=job.finished_at),
+            finished_at=sa.case((sa.or_(outcome.c.finished, cancelled), now), else_=job.finished_at),
             visible_at=sa.case((sa.and_(to_pending, sa.not_(cancelled)),
-                                sa.func.coalesce(rows.c.visible_at, now + rows.c.delay)), else_=job.visible_at),
-            failure_count=job.failure_count + rows.c.failure_inc,
-            carry=sa.case((rows.c.save_carry, rows.c.carry), else_=job.carry),
+                                sa.func.coalesce(outcome.c.visible_at, now + outcome.c.delay)),
+                               else_=job.visible_at),
+            failure_count=job.failure_count + outcome.c.failure_inc,
+            carry=sa.case((outcome.c.save_carry, outcome.c.carry), else_=job.carry),
         )
-        .returning(job.id, job.kind, job.run_count, job.status, converted.label("converted"),
-                   owed_dead.label("owed"),
-                   sa.case((converted, request.with_only_columns(cancels.actor).scalar_subquery()),
-                           else_=job.claimed_by).label("actor"),
-                   sa.case((converted, cancel_text(
-                       request.with_only_columns(cancels.actor).scalar_subquery(),
-                       request.with_only_columns(cancels.note).scalar_subquery(),
-                       "before the cancel reached its run, the run ended")), else_=rows.c.note).label("note"))
+        .returning(job.id, job.kind, job.run_count, job.status,
+                   sa.case((cancelled, Outcome.DEAD.value), else_=outcome.c.outcome).label("outcome"),
+                   sa.case((cancelled, cancel_text(outcome.c.cancel_actor, outcome.c.cancel_note,
+                                                   "before the cancel reached its run, the run ended")),
+                           else_=outcome.c.note).label("note"),
+                   outcome.c.attachment,
+                   sa.or_(cancelled, outcome.c.owe).label("owed"),
+                   sa.func.coalesce(outcome.c.cancel_actor, outcome.c.claimed_by).label("actor"))
         .cte("done")
     )
-    ended = sa.select(done.c.id).where(done.c.status.in_(TERMINAL)).cte("ended")
     owed = owe_on_dead(models, sa.select(done).where(done.c.owed).subquery("owing"), now).cte("owed")
+    ended = sa.select(done.c.id).where(done.c.status != Status.PENDING.value).cte("ended")  # terminal now
     cleared = clear_cancels(models, ended).cte("cleared")
-    entries = _outcome_rows()
-    source = sa.select(entries.c.id, entries.c.kind, entries.c.run_count, now,
-                       sa.case((done.c.converted, Outcome.DEAD.value), else_=entries.c.outcome),
-                       sa.case((done.c.converted, done.c.note), else_=entries.c.note), entries.c.attachment
-                       ).join_from(entries, done, sa.and_(done.c.id == entries.c.id,
-                                                          done.c.run_count == entries.c.run_count))
     stmt = (
         sa.insert(journal)
-        .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"], source)
+        .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"],
+                     sa.select(done.c.id, done.c.kind, done.c.run_count, now, done.c.outcome, done.c.note,
+                               done.c.attachment))
         .returning(journal.c.job_id, journal.c.run_no)
-        .add_cte(done, ended, owed, cleared)
+        .add_cte(done, owed, ended, cleared)
     )
     _STATEMENTS[key] = stmt
     return stmt

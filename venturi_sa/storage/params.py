@@ -162,10 +162,10 @@ class FinishParams:
             raise InvalidOutcome(f"visible_at must be a timezone-aware datetime, got {visible_at!r:.80}")
         if delay is not None and (not isinstance(delay, timedelta) or delay < ZERO):
             raise InvalidOutcome(f"delay must be a non-negative timedelta, got {delay!r:.80}")
-        if any(flag is not True and flag is not False for flag in (failure, save_carry, owe_on_dead)):
-            raise InvalidOutcome("failure, save_carry and owe_on_dead must be booleans")
-        if owe_on_dead and outcome is not Outcome.DEAD:
-            raise InvalidOutcome(f"owe_on_dead needs a dead outcome, not {outcome.value}")
+        if (failure is not True and failure is not False) or (save_carry is not True and save_carry is not False) or (
+                owe_on_dead is not False and (owe_on_dead is not True or outcome is not Outcome.DEAD)):
+            raise InvalidOutcome("failure, save_carry and owe_on_dead must be booleans; owe_on_dead needs a dead "
+                                 f"outcome, not {outcome.value}")
         self.fence = fence
         self.outcome = outcome
         self.note = note

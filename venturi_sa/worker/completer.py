@@ -125,10 +125,11 @@ class Completer:
         job is not counted as failed.  Otherwise :class:`Refused` says why.
         """
         assert run.params is not None
-        if self.batcher is not None and not run.ctx.session_used and not has_hook(run):
+        hooked = has_hook(run)
+        if self.batcher is not None and not hooked and not run.ctx.session_used:
             self.batcher.submit(run)  # blocks while the backlog is full: the run keeps its slot
             return Persist.HANDED_ON
-        if has_hook(run) and not run.ctx.session_used:
+        if hooked and not run.ctx.session_used:
             run.ctx.session  # noqa: B018 - the outcome hook's session: opened here, the outcome written in it
         session = run.ctx.take_session()
         if session is None:
