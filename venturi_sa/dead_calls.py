@@ -77,6 +77,7 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         return False
     from venturi_sa.worker.outcome_hooks import OutcomeContext  # the worker's hook context, loaded on use
 
+    session.flush()  # the caller's own pending work stays outside the hook's savepoint
     savepoint = session.connection().begin_nested()
     log = logging.LoggerAdapter(logger, {"job_id": row.job_id, "kind": row.kind, "run_no": row.run_no})
     try:
@@ -89,6 +90,7 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         on_dead.settle(models, session, row.id)
     except Exception as exc:  # noqa: BLE001 - user code; the call stays owed
         savepoint.rollback()
+        _forget_unflushed(session)
         error = f"{type(exc).__name__}: {exc}"[:2000]
         wait = retry_wait(row.attempts)
         logger.error("%s.on_dead for job %s raised %s; retrying in %s", task_type.__name__, row.job_id, error,
@@ -97,3 +99,15 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         return False
     savepoint.commit()
     return True
+
+
+def _forget_unflushed(session: Session) -> None:
+    """Drop what a failed hook left in the session: its new objects, and its changes to loaded ones.
+
+    (A hook whose own flush failed has made the session unusable: the action
+    then fails as a whole and writes nothing.)
+    """
+    for obj in list(session.new) + list(session.deleted):
+        session.expunge(obj)  # never inserted, nor deleted, at the action's commit
+    for obj in list(session.dirty):
+        session.expire(obj)  # reloaded as the database has it
