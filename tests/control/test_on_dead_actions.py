@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from queue_kit import enqueue
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from venturi_sa import JobContext, Queue, Task
 from venturi_sa.dead_calls import MAX_RETRY_WAIT, retry_wait
@@ -86,3 +86,32 @@ def test_an_on_dead_that_raises_in_a_kill_stays_owed_and_a_worker_makes_it(engin
 def test_retry_wait_doubles_from_a_second_to_an_hour() -> None:
     assert [retry_wait(n) for n in range(4)] == [timedelta(seconds=s) for s in (1, 2, 4, 8)]
     assert retry_wait(12) == MAX_RETRY_WAIT == retry_wait(10_000)
+
+
+def test_what_a_failing_on_dead_added_to_the_session_is_not_committed_with_the_action(
+        engine: sa.Engine, models: Any) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class ExportRow(Base):
+        __tablename__ = f"{models.prefix}_export_rows"
+        job_id: Mapped[str] = mapped_column(primary_key=True)
+
+    Base.metadata.create_all(engine)
+
+    class Export(Task):
+        KIND = "export"
+
+        def run(self, ctx: JobContext) -> None:
+            pass
+
+        def on_dead(self, ctx: OutcomeContext, note: str | None) -> None:
+            ctx.session.add(ExportRow(job_id=ctx.job_id))  # pending in the session, not flushed
+            raise RuntimeError("the export service is down")
+
+    queue = Queue(models, [Export])
+    job_id, = enqueue(engine, queue, Export())
+    queue.kill(engine, job_id, "by hand")
+    with Session(engine) as session:
+        assert session.scalars(sa.select(ExportRow)).all() == []
+    assert queue.get_job(engine, job_id).status == "dead" and len(owed(engine, models, job_id)) == 1
