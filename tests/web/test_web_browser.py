@@ -38,8 +38,8 @@ def _browser_paths() -> tuple[str, str]:
     return chromium, driver
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def headless_chromium(*more_args: str) -> Iterator[Any]:
+    """A headless Chromium driven through chromedriver (``more_args`` added to its command line), quit after."""
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
@@ -48,7 +48,7 @@ def browser() -> Iterator[Any]:
     options = Options()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,860", "--disable-extensions", "--no-first-run"):
+                "--window-size=1280,860", "--disable-extensions", "--no-first-run", *more_args):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     driver.set_page_load_timeout(WAIT)
@@ -56,6 +56,11 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from headless_chromium()
 
 
 def _shot(driver: Any, name: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from test_web_browser import WAIT, _browser_paths, _shot
+from test_web_browser import WAIT, _shot, headless_chromium
 from web_kit import dashboard_docs, seed, served
 
 from venturi_sa import Queue
@@ -22,23 +22,7 @@ FOREIGN = "rebind.example"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Chromium resolving ``rebind.example`` to 127.0.0.1, as a rebinding attacker's DNS would."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = _browser_paths()
-    options = Options()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,860", "--disable-extensions", "--no-first-run",
-                f"--host-resolver-rules=MAP {FOREIGN} 127.0.0.1"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(WAIT)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield from headless_chromium(f"--host-resolver-rules=MAP {FOREIGN} 127.0.0.1")
 
 
 def _wait(browser: Any, condition: Any) -> Any:
