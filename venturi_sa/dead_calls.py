@@ -1,4 +1,4 @@
-"""``Task.on_dead`` for every transition to ``dead``, exactly once, whoever makes it.
+"""``Task.on_dead`` for every transition to ``dead``, whoever makes it, its session writes committed once.
 
 A worker's own run that ends ``dead`` calls the hook in the transaction
 recording it (``venturi_sa/worker/outcome_hooks.py``).  Every other way to
@@ -47,34 +47,31 @@ def retry_wait(attempts: int) -> timedelta:
 
 
 def make_owed_calls(session: Session, models: Models, registry: Registry, *, kinds: list[str] | None = None,
-                    job_ids: list[str] | None = None, limit: int = 50, counted: bool = False) -> int:
+                    job_ids: list[str] | None = None, limit: int = 50) -> int:
     """Make the due owed ``on_dead`` calls of ``kinds`` (default: the registry's) or of ``job_ids``, in ``session``.
 
     Each call runs in a savepoint of the session's transaction, and its owed
     row is deleted there (or deferred, if the hook raised); the caller
     commits (everything made commits then, or nothing does).  A kind not in
     ``registry`` is left for a process that has its code.  Returns how many
-    calls were made, or with ``counted`` how many owed rows were handled.
+    owed rows were handled (made, settled without a hook, or deferred).
     """
     wanted = [k for k in (kinds if kinds is not None else registry.kinds) if k in registry]
     if not wanted and not job_ids:
         return 0
-    made = handled = 0
-    rows = on_dead.take(models, session, kinds=wanted, job_ids=job_ids or (), limit=limit)
-    for row in rows:
-        if row.kind not in registry:
-            continue
-        handled += 1
-        if _make(session, models, registry.get(row.kind), row):
-            made += 1
-    return handled if counted else made
+    handled = 0
+    for row in on_dead.take(models, session, kinds=wanted, job_ids=job_ids or (), limit=limit):
+        if row.kind in registry:
+            _make(session, models, registry.get(row.kind), row)
+            handled += 1
+    return handled
 
 
-def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> bool:
+def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> None:
     """One owed call in a Core savepoint (application session events fire only at the real commit)."""
     if not overrides_on_dead(task_type):
         on_dead.settle(models, session, row.id)
-        return False
+        return
     from venturi_sa.worker.outcome_hooks import OutcomeContext  # the worker's hook context, loaded on use
 
     session.flush()  # the caller's own pending work stays outside the hook's savepoint
@@ -96,9 +93,8 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         logger.error("%s.on_dead for job %s raised %s; retrying in %s", task_type.__name__, row.job_id, error,
                      wait, exc_info=True)
         on_dead.defer(models, session, row.id, error, wait)
-        return False
+        return
     savepoint.commit()
-    return True
 
 
 def _forget_unflushed(session: Session) -> None:

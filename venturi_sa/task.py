@@ -252,7 +252,7 @@ class Task:
         """Called in the transaction recording ``retried`` (same guarantees as :meth:`on_complete`)."""
 
     def on_dead(self, ctx: OutcomeContext, note: str | None) -> None:
-        """Called exactly once for every transition of the job to ``dead``, whoever makes it.
+        """Called for every transition of the job to ``dead``, whoever makes it; its session writes commit once.
 
         A worker's own run calls it in the transaction recording ``dead``
         (same guarantees as :meth:`on_complete`).  An operator's
@@ -261,7 +261,9 @@ class Task:
         backstop, a cancel its run never read, an action without this task's
         code) leaves a durable record that the next worker of this kind
         makes, in the transaction that deletes the record; there, raising
-        rolls the call back and it is retried later.
+        rolls the call back and it is retried later (so effects outside the
+        database may repeat).  A record still owed when cleanup deletes its
+        job (no worker of the kind ran before then) goes with the job.
         """
 
 

@@ -30,6 +30,7 @@ span as usual.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections.abc import Iterator
@@ -197,9 +198,7 @@ def _with_trace_id(params: FinishParams, trace_id: str) -> FinishParams | None:
         attachment = {**attachment, ATTACHMENT_KEY: trace_id}
     else:
         return None
-    return FinishParams(fence=params.fence, outcome=params.outcome, note=params.note, attachment=attachment,
-                        carry=params.carry, save_carry=params.save_carry, visible_at=params.visible_at,
-                        delay=params.delay, failure=params.failure)
+    return dataclasses.replace(params, attachment=attachment)  # every other field as it was, checked again
 
 
 __all__ = ["ATTACHMENT_KEY", "TRACER_NAME", "instrument"]

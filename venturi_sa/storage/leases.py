@@ -107,21 +107,19 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
         return []
     job = models.Job
     cancels = models.cancels_table.c
-    stale = (
-        sa.select(job.id, job.claimed_by)
+    stale = (  # with the job's cancel request, if one is stored (the row lock is the job's only)
+        sa.select(job.id, job.claimed_by, cancels.actor.label("cancel_actor"), cancels.note.label("cancel_note"))
+        .outerjoin(models.cancels_table, cancels.job_id == job.id)
         .where(job.status == Status.CLAIMED.value, job.claim_expires_at < sa.func.now(),
                job.kind.in_(sorted(params.max_failures)))
         .order_by(job.claim_expires_at)
         .limit(params.limit)
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=True, of=models.jobs_table)
         .cte("stale")
         .prefix_with("MATERIALIZED")
     )
-    cancelled = sa.exists().where(cancels.job_id == job.id)
-    ends_dead = sa.or_(job.failure_count + 1 >= _max_failures_expr(models, params), cancelled)
+    ends_dead = sa.or_(job.failure_count + 1 >= _max_failures_expr(models, params), stale.c.cancel_actor.is_not(None))
     now = sa.func.clock_timestamp()
-    actor = sa.select(cancels.actor).where(cancels.job_id == job.id).scalar_subquery()
-    cancel_note = sa.select(cancels.note).where(cancels.job_id == job.id).scalar_subquery()
     returned = (
         sa.update(job)
         .where(job.id == stale.c.id)
@@ -133,8 +131,8 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
             claimed_by=None,
             claim_expires_at=None,
         )
-        .returning(job.id, job.kind, job.run_count, job.status, stale.c.claimed_by, actor.label("cancel_actor"),
-                   cancel_note.label("cancel_note"))
+        .returning(job.id, job.kind, job.run_count, job.status, stale.c.claimed_by, stale.c.cancel_actor,
+                   stale.c.cancel_note)
         .cte("recovered")
     )
     dead = returned.c.status == Status.DEAD.value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -112,10 +113,11 @@ def _check_text(name: str, value: object) -> None:
 
 
 def _check_json(name: str, value: object) -> None:
+    """JSON can store ``value`` exactly (its size was bounded by who built it: the queue's ``max_payload_bytes``)."""
     if value is None:
         return
     try:
-        payloads.ensure_json(value, name)
+        payloads.ensure_json(value, name, sys.maxsize)
     except InvalidPayload as exc:
         raise InvalidOutcome(str(exc)) from None
 

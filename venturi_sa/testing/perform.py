@@ -174,7 +174,7 @@ def _no_async_session() -> AsyncSession:
 async def perform_async(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None = None,
                         session: AsyncSession | None = None, carry: Any = None, run_count: int = 1,
                         failure_count: int = 0, strict: bool = True) -> Performed:
-    """:func:`perform` from an async test; an ``async def`` handler is awaited on the test's loop.
+    """:func:`perform` from an async test; with ``session``, an ``async def`` handler is awaited on the test's loop.
 
     ``ctx.session_async`` is ``session`` (the test's ``AsyncSession``)
     inside a savepoint, kept on success and rolled back if the handler

@@ -2,11 +2,13 @@
 
 Every write is retried on any database error (a dropped connection, a lock
 or deadlock, a restart, but also a privilege revoked for a moment or a
-read-only transaction right after a failover) with a capped backoff for as
-long as the run's lease lasts: the handler succeeded or failed already, and
-that must not change because a write failed.  Only a fenced-out write is
-final (the lease was lost: the claim is someone else's); a run whose lease
-is known lost is not retried.
+read-only transaction right after a failover) with a capped backoff for one
+lease length from the first attempt (the lease keeper goes on renewing the
+run's lease meanwhile): the handler succeeded or failed already, and that
+must not change because a write failed.  A fenced-out write is final (the
+lease was lost: the claim is someone else's), and so is the error once that
+window has passed or the worker is stopping at once (``stop(now=True)``); the
+job is then recovered when its lease expires.
 """
 
 from __future__ import annotations

@@ -186,8 +186,9 @@ def _carry(run: Run) -> dict[str, Any]:
     schema = run.task_type.carry_schema if run.task_type else None
     value = run.ctx.carry
     bound = run.ctx.max_payload_bytes
-    stored = payloads.dump(schema, value, "carry", bound) if schema is not None and value is not None else value
-    return {"carry": payloads.ensure_json(stored, "carry", bound), "save_carry": True}
+    if schema is not None and value is not None:  # dump checks what it returns
+        return {"carry": payloads.dump(schema, value, "carry", bound), "save_carry": True}
+    return {"carry": payloads.ensure_json(value, "carry", bound), "save_carry": True}
 
 
 def _pause(run: Run, result: Pause, carry: dict[str, Any]) -> FinishParams:

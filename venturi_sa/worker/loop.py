@@ -90,10 +90,6 @@ class LoopTask:
         self._loop.call_soon_threadsafe(self._cancel_on_loop)
         return True
 
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
     def wait(self, timeout: float | None = None) -> bool:
         """Block up to ``timeout`` seconds for the task to end; True if it has."""
         return self._done.wait(timeout)

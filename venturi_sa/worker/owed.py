@@ -45,8 +45,7 @@ class OwedCaller(threading.Thread):
         made = 0
         while not self.stopping.is_set():
             with self.sessions() as session, session.begin():
-                if not make_owed_calls(session, self.models, self.registry, kinds=self.kinds, limit=1,
-                                       counted=True):
+                if not make_owed_calls(session, self.models, self.registry, kinds=self.kinds, limit=1):
                     return made
             made += 1
         return made

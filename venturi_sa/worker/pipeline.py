@@ -36,6 +36,7 @@ stops the worker, and the run is released (no failure counted).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -112,19 +113,14 @@ def refused(run: Run, why: Refused) -> FinishParams:
     """
     params = run.params
     assert params is not None
-    if params.outcome is Outcome.DEAD:
-        decided = FinishParams(fence=params.fence, outcome=Outcome.DEAD, attachment=params.attachment,
-                               note=note_text(f"{params.note}; {why.note}" if params.note else why.note),
-                               carry=params.carry, save_carry=params.save_carry, failure=params.failure)
-    elif why.keep_failure and params.failure:
-        decided = params
-    else:
-        decided = failure(run, why.note)
-    if decided.outcome is Outcome.DEAD and run.task_type is not None and overrides_on_dead(run.task_type):
-        decided = FinishParams(fence=decided.fence, outcome=Outcome.DEAD, note=decided.note,
-                               attachment=decided.attachment, carry=decided.carry, save_carry=decided.save_carry,
-                               failure=decided.failure, owe_on_dead=True)
-    return decided
+    decided = params if params.outcome is Outcome.DEAD or (why.keep_failure and params.failure) else (
+        failure(run, why.note))
+    owe = decided.outcome is Outcome.DEAD and run.task_type is not None and overrides_on_dead(run.task_type)
+    kept_dead = decided is params and params.outcome is Outcome.DEAD  # its note says why it was refused
+    if not owe and not kept_dead:
+        return decided
+    note = note_text(f"{decided.note}; {why.note}" if decided.note else why.note) if kept_dead else decided.note
+    return dataclasses.replace(decided, note=note, owe_on_dead=owe)
 
 
 class RunPipeline:

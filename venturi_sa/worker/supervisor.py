@@ -239,7 +239,7 @@ class Supervisor:
                     logger.error("worker process %d (pid %s) did not stop in %.0fs; killing it",
                                  slot.index, slot.process.pid, self.stop_timeout)
                     slot.process.kill()
-            self._stop_deadline = now + 5.0
+            self._stop_deadline = now + KILL_WAIT
         return restarts
 
     def _forward_stops(self) -> None:
@@ -300,8 +300,6 @@ class Supervisor:
 
     # -- signals -------------------------------------------------------------------------------
     def _install_signals(self) -> Callable[[], None]:
-        import threading
-
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
 
