@@ -31,7 +31,7 @@ def start_server(port: int | None) -> tuple[Any, int]:
     ``bench/run.py``'s settings, which the caller stops."""
     from run import PG_SETTINGS
 
-    from venturi_sa.throwaway import ThrowawayCluster
+    from venturi_sa.devtools.throwaway import ThrowawayCluster
 
     if port:
         return None, port

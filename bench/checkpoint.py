@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 import alembic_venturi
 from venturi_sa import JobContext, Queue, Task, Worker, make_models
-from venturi_sa.throwaway import ThrowawayCluster
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 
 PREFIX = "checkpointbench"
 

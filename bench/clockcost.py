@@ -30,10 +30,10 @@ import sqlalchemy as sa
 
 import alembic_venturi
 from venturi_sa import make_models
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.storage import claim as claims
 from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage.params import ClaimParams
-from venturi_sa.throwaway import ThrowawayCluster
 
 PREFIX = "clockbench"
 SEED = f"""

@@ -190,7 +190,7 @@ def main() -> None:
 
     import sqlalchemy as sa
 
-    from venturi_sa.throwaway import ThrowawayCluster
+    from venturi_sa.devtools.throwaway import ThrowawayCluster
 
     with tempfile.TemporaryDirectory() as tmp, ThrowawayCluster({"fsync": "off"}) as cluster:
         trees = {"before": _statements(_tree_of(args.before, Path(tmp))), "now": _statements(HERE.parent)}

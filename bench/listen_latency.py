@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     import psycopg2
     from run import PG_SETTINGS
 
-    from venturi_sa.throwaway import ThrowawayCluster
+    from venturi_sa.devtools.throwaway import ThrowawayCluster
 
     cluster = ThrowawayCluster(PG_SETTINGS).start()
     base = f"postgres@127.0.0.1:{cluster.port}/postgres"

@@ -316,7 +316,7 @@ def main(argv: list[str]) -> int:
     cluster = None
     port = a.port
     if port is None:
-        from venturi_sa.throwaway import ThrowawayCluster
+        from venturi_sa.devtools.throwaway import ThrowawayCluster
 
         cluster = ThrowawayCluster(PG_SETTINGS).start()
         port = cluster.port

@@ -5,7 +5,7 @@
     bench/.venv/bin/python bench/runner_cost.py --n 2000 --port 5432
 
 Each transaction is ``SELECT 1 + :x`` through the runner a worker uses for its
-claims, outcome batches and renewals (``venturi_sa.worker.engines``):
+claims, outcome batches and renewals (``venturi_sa.worker.connections``):
 ``SyncConnections`` on psycopg2 and psycopg 3, ``AsyncConnections`` on
 asyncpg and psycopg 3 async, called from a thread as the worker's threads
 call it (the transaction runs on the worker loop while the thread waits).
@@ -49,8 +49,8 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from venturi_sa.throwaway import ThrowawayCluster
-    from venturi_sa.worker.engines import AsyncConnections, SyncConnections
+    from venturi_sa.devtools.throwaway import ThrowawayCluster
+    from venturi_sa.worker.connections import AsyncConnections, SyncConnections
     from venturi_sa.worker.loop import worker_loop
 
     cluster = None if a.port else ThrowawayCluster({"fsync": "off", "synchronous_commit": "off"}).start()

@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
     from run import PG_SETTINGS
 
     import alembic_venturi
-    from venturi_sa.throwaway import ThrowawayCluster
+    from venturi_sa.devtools.throwaway import ThrowawayCluster
 
     settings = {**PG_SETTINGS, "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
                 "pg_stat_statements.track_planning": "on",

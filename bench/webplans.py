@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "web"))
 from bigqueue_kit import seed_big  # noqa: E402
 
 from venturi_sa import Models, storage  # noqa: E402
+from venturi_sa.devtools.throwaway import ThrowawayCluster  # noqa: E402
 from venturi_sa.storage.dashboard import JobFilter  # noqa: E402
-from venturi_sa.throwaway import ThrowawayCluster  # noqa: E402
 from venturi_sa.web import create_app, queries  # noqa: E402
 
 STORAGE = Path(storage.__file__).resolve().parent

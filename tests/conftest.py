@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from venturi_sa.throwaway import NoPostgres, ThrowawayCluster, find_server
+from venturi_sa.devtools.throwaway import NoPostgres, ThrowawayCluster, find_server
 
 # Durability is irrelevant for tests; these make commits cheap on 2 cores.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}

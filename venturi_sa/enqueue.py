@@ -25,7 +25,6 @@ from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
-from venturi_sa.storage.added import enqueue_time, visible_time
 from venturi_sa.storage.backend import Backend, backend_for
 from venturi_sa.storage.enqueue import (
     DedupLockParams,
@@ -36,6 +35,7 @@ from venturi_sa.storage.enqueue import (
     NewJobColumns,
     RecordMergesParams,
 )
+from venturi_sa.storage.session_adds import enqueue_time, literal_visible_time
 from venturi_sa.storage.timeouts import TimeoutsParams
 from venturi_sa.task import Registry, Task, check_delay, check_priority, check_run_at, check_timeout
 
@@ -339,7 +339,7 @@ def build_job(models: Models, registry: Registry, task: Task, *, priority: objec
         )
     job = models.Job(id=p.job_id, kind=p.kind, payload=p.payload, priority=p.priority,
                      status="pending", run_count=0, failure_count=0, created_at=enqueue_time(),
-                     visible_at=visible_time(when.delay, when.run_at))
+                     visible_at=literal_visible_time(when.run_at, when.delay))
     if limit is not None:
         job.time_limit = models.JobTimeout(timeout=limit)
     return job

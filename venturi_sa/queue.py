@@ -23,8 +23,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
-from venturi_sa import added_jobs, payloads
 from venturi_sa import enqueue as enqueueing
+from venturi_sa import payloads, session_adds
 from venturi_sa.binds import (
     is_async_session,
     require_async_engine,
@@ -108,7 +108,7 @@ class Queue:
             self.schedules.add_task_type(task_type)
         self.notify = notify
         self.check_added_jobs = check_added_jobs
-        added_jobs.register(self)
+        session_adds.register(self)
         self.enqueue_hooks: list[EnqueueHook] = []
         """Each is called as ``hook(session, jobs)`` after an enqueue flushed its jobs, before it returns.
 

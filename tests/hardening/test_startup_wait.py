@@ -29,8 +29,8 @@ from sqlalchemy.orm import Session
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.storage.faults import is_unavailable
-from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent

@@ -40,16 +40,16 @@ class Once(Task):
 
 def notifies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
     """Record what the flush listener sends (channel, kinds), still sending it."""
-    from venturi_sa import added_jobs
+    from venturi_sa import session_adds
 
     sent: list[tuple[str, list[str]]] = []
-    real = added_jobs.notify_kinds
+    real = session_adds.notify_kinds
 
     def record(runner: Runner, channel: str, kinds: list[str]) -> None:
         sent.append((channel, list(kinds)))
         real(runner, channel, kinds)
 
-    monkeypatch.setattr(added_jobs, "notify_kinds", record)
+    monkeypatch.setattr(session_adds, "notify_kinds", record)
     return sent
 
 

@@ -23,7 +23,7 @@ from worker_kit import steal
 
 from venturi_sa import Complete, InvalidOption, JobContext, Pause, Queue, Retry, Task, Worker
 from venturi_sa.errors import AsyncDriverMissing
-from venturi_sa.worker import engines
+from venturi_sa.worker import connections
 
 
 async def side_write_async(session: AsyncSession, table: str, ctx: JobContext, note: str = "") -> None:
@@ -164,7 +164,7 @@ def test_one_run_uses_one_session(engine: sa.Engine, models: Any) -> None:
 
 
 def test_no_async_driver_names_the_extra(engine: sa.Engine, models: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engines, "_installed", lambda driver: False)
+    monkeypatch.setattr(connections, "_installed", lambda driver: False)
 
     class Needs(Task):
         KIND = "needs"
@@ -179,7 +179,7 @@ def test_no_async_driver_names_the_extra(engine: sa.Engine, models: Any, monkeyp
     note = journal(engine, models, job_id)[-1].note
     assert "AsyncDriverMissing" in note and "venturi[psycopg]" in note and "venturi[asyncpg]" in note
     with pytest.raises(AsyncDriverMissing):
-        engines.async_sibling_url(engine)
+        connections.async_sibling_url(engine)
 
 
 # -- shutdown --------------------------------------------------------------------------------
@@ -299,14 +299,14 @@ def test_worker_engine_arguments_are_checked(engine: sa.Engine, models: Any, pg_
 
 def test_sibling_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     url = sa.make_url("postgresql+psycopg2://u:secret@db:5433/app?sslmode=require&host=/run/pg")
-    assert engines.async_sibling_url(sa.create_engine(url)).drivername == "postgresql+psycopg_async"
-    sync = engines.sync_sibling_url(create_async_engine(url.set(drivername="postgresql+psycopg_async")))
+    assert connections.async_sibling_url(sa.create_engine(url)).drivername == "postgresql+psycopg_async"
+    sync = connections.sync_sibling_url(create_async_engine(url.set(drivername="postgresql+psycopg_async")))
     assert (sync.drivername, sync.password, dict(sync.query)) == ("postgresql+psycopg", "secret",
                                                                  {"sslmode": "require", "host": "/run/pg"})
-    from_asyncpg = engines.sync_sibling_url(create_async_engine(url.set(drivername="postgresql+asyncpg",
+    from_asyncpg = connections.sync_sibling_url(create_async_engine(url.set(drivername="postgresql+asyncpg",
                                                                         query={"host": "/run/pg"})))
     assert (from_asyncpg.drivername, dict(from_asyncpg.query)) == ("postgresql+psycopg2", {"host": "/run/pg"})
-    monkeypatch.setattr(engines, "_installed", lambda driver: driver == "asyncpg")
-    to_asyncpg = engines.async_sibling_url(sa.create_engine(url))
+    monkeypatch.setattr(connections, "_installed", lambda driver: driver == "asyncpg")
+    to_asyncpg = connections.async_sibling_url(sa.create_engine(url))
     assert (to_asyncpg.drivername, to_asyncpg.port, to_asyncpg.password, dict(to_asyncpg.query)) == (
         "postgresql+asyncpg", 5433, "secret", {"host": "/run/pg"})

@@ -86,8 +86,8 @@ def test_getting_started_examples_run(fresh_db_url: str, monkeypatch, capsys) ->
 def test_quickstart_without_postgres_binaries_says_so_in_one_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from venturi_sa import throwaway
     from venturi_sa.cli import cli
+    from venturi_sa.devtools import throwaway
 
     monkeypatch.delenv("VENTURI_PG_BIN", raising=False)
     monkeypatch.setenv("VENTURI_PG_SEARCH", "")  # no operating-system binaries

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from venturi_sa import throwaway
-from venturi_sa.throwaway import FROM_EMBEDDED, ThrowawayCluster
+from venturi_sa.devtools import throwaway
+from venturi_sa.devtools.throwaway import FROM_EMBEDDED, ThrowawayCluster
 
 pytestmark = pytest.mark.timeout(90)
 

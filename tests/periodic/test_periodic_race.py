@@ -27,8 +27,8 @@ from queue_kit import wait_until
 
 import alembic_venturi
 from venturi_sa import Models, make_models
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.periodic import reconcile
-from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = [pytest.mark.timeout(120)]
 APP = Path(__file__).resolve().parent / "periodic_app.py"

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from reliability_kit import Probe, WorkerProc
 
 from venturi_sa import Queue
-from venturi_sa.throwaway import ThrowawayCluster
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 
 SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "max_connections": "300"}
 _counter = itertools.count()

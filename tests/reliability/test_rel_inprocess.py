@@ -15,12 +15,12 @@ from reliability_kit import Probe, enqueue, wait_for
 from sqlalchemy.orm import Session
 
 from venturi_sa import Queue, UnknownKind, Worker
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.states import Outcome
 from venturi_sa.storage import claim as claims
 from venturi_sa.storage import leases
 from venturi_sa.storage.outcomes import finish
 from venturi_sa.storage.params import ClaimParams, FinishParams, RecoverParams
-from venturi_sa.throwaway import ThrowawayCluster
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from reliability_kit import Probe, WorkerProc, enqueue, wait_for
 
 from venturi_sa import Queue
-from venturi_sa.throwaway import ThrowawayCluster
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from venturi_sa import throwaway
-from venturi_sa.throwaway import FROM_EMBEDDED, FROM_ENV, FROM_OS, NoPostgres, find_server
+from venturi_sa.devtools import throwaway
+from venturi_sa.devtools.throwaway import FROM_EMBEDDED, FROM_ENV, FROM_OS, NoPostgres, find_server
 
 
 def fake_server(bin_dir: Path, version: str) -> Path:

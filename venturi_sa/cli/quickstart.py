@@ -28,10 +28,10 @@ from venturi_sa.cli.main import cli
 from venturi_sa.cli.ops import render_stats
 from venturi_sa.cli.options import check_prefix
 from venturi_sa.cli.worker_cmd import LOG_FORMAT
+from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.models import make_models
 from venturi_sa.queue import Queue
 from venturi_sa.states import TERMINAL
-from venturi_sa.throwaway import ThrowawayCluster
 from venturi_sa.worker import Worker
 
 CONCURRENCY = 4

@@ -9,7 +9,7 @@ from typing import Any
 from venturi_sa.models import JobBase, Models
 from venturi_sa.queue import Queue
 from venturi_sa.storage import clock as dbclock
-from venturi_sa.storage import testing as teststore
+from venturi_sa.storage import harness
 from venturi_sa.task import Task
 from venturi_sa.testing.sessions import AnySession, as_session
 
@@ -38,7 +38,7 @@ def enqueued(session: AnySession, queue: Queue | Models, task: TaskRef = None) -
     session is flushed first.
     """
     kind = _kind(task)
-    return teststore.pending_jobs(_models(queue), as_session(session), [kind] if kind is not None else None)
+    return harness.pending_jobs(_models(queue), as_session(session), [kind] if kind is not None else None)
 
 
 def _subset(actual: Any, expected: Any) -> bool:

@@ -23,16 +23,16 @@ from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
 from venturi_sa.storage import clock as dbclock
-from venturi_sa.storage import testing as teststore
+from venturi_sa.storage import harness
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
-from venturi_sa.worker.executor import exception_note, failure
 from venturi_sa.worker.outcome_hooks import hook_call
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.run_steps import exception_note, failure
 
 TEST_WORKER = f"venturi.testing:{os.getpid()}"
 """``claimed_by`` of the jobs a test helper runs."""
@@ -134,7 +134,7 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
         with live_clock(s):
             while True:
                 if with_scheduled:
-                    teststore.reveal_scheduled(queue.models, s, names)
+                    harness.reveal_scheduled(queue.models, s, names)
                 if len(runs) >= max_runs:
                     _check_limit(s, queue, names, max_runs)
                     break
@@ -150,7 +150,7 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
 def _check_limit(session: Session, queue: Queue, kinds: Sequence[str], max_runs: int) -> None:
     more = _claim(session, queue, kinds, 1)
     if more:
-        teststore.unclaim(queue.models, session, [j.fence for j in more])
+        harness.unclaim(queue.models, session, [j.fence for j in more])
         raise DrainError(f"drain made {max_runs} runs and jobs are still eligible (e.g. {more[0].kind!r} "
                          f"{more[0].id}): a job that pauses or retries with no delay runs forever; "
                          "raise max_runs or give it a delay")
@@ -172,14 +172,14 @@ def run_pass(session: Session, queue: Queue, kinds: Sequence[str], *, fail_fast:
     """
     claimed = _claim(session, queue, kinds, limit)
     if only is not None:
-        teststore.unclaim(queue.models, session, [j.fence for j in claimed if j.id not in only])
+        harness.unclaim(queue.models, session, [j.fence for j in claimed if j.id not in only])
         claimed = [j for j in claimed if j.id in only]
     done: list[DrainedRun] = []
     for i, job in enumerate(claimed):
         try:
             done.append(run_one(session, queue, job, fail_fast=fail_fast))
         except BaseException:
-            teststore.unclaim(queue.models, session, [j.fence for j in claimed[i:]])
+            harness.unclaim(queue.models, session, [j.fence for j in claimed[i:]])
             raise
     return done
 

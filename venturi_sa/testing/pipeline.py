@@ -31,12 +31,12 @@ from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.executor import absorb, classify, control, exception_note, prepare
 from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 from venturi_sa.worker.joblog import current_job, job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.run_steps import absorb, classify, control, exception_note, prepare
 from venturi_sa.worker.tracebacks import error_attachment
 
 if TYPE_CHECKING:

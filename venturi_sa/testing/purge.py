@@ -6,7 +6,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.queue import Queue
-from venturi_sa.storage import testing as teststore
+from venturi_sa.storage import harness
 from venturi_sa.testing.sessions import AnySession, as_session
 
 
@@ -20,9 +20,9 @@ def purge(target: AnySession | sa.Engine | sa.Connection, queue: Queue | Models)
     models = queue.models if isinstance(queue, Queue) else queue
     if isinstance(target, sa.Engine):
         with target.begin() as conn:
-            return teststore.purge(models, conn)
+            return harness.purge(models, conn)
     runner = target if isinstance(target, sa.Connection) else as_session(target)
-    return teststore.purge(models, runner)
+    return harness.purge(models, runner)
 
 
 __all__ = ["purge"]

@@ -11,9 +11,9 @@ from sqlalchemy import Connection
 from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.params import Fence, RecoverParams, RenewParams
 from venturi_sa.worker.cancel import deliver_cancel
-from venturi_sa.worker.engines import Connections
-from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.run_steps import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 NUDGE_SLICE = 0.1  # the longest a stop waits for the lease keeper's sleep

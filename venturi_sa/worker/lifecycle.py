@@ -30,8 +30,8 @@ from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import VenturiError
 from venturi_sa.storage.faults import is_unavailable
 from venturi_sa.worker.completer import Completer
-from venturi_sa.worker.engines import Connections
-from venturi_sa.worker.executors import Executors
+from venturi_sa.worker.connections import Connections
+from venturi_sa.worker.executor_threads import Executors
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import Listener, LoopListener, WorkerListener

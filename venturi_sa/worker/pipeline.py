@@ -3,16 +3,16 @@
 An executor thread hands each claimed run to :meth:`RunPipeline.handle`,
 which takes it through these steps, in this order:
 
-1. **prepare** (:func:`~venturi_sa.worker.executor.prepare`): resolve the
+1. **prepare** (:func:`~venturi_sa.worker.run_steps.prepare`): resolve the
    task type, decode the payload and the carry; poison input ends ``dead``.
-2. **execute** (:func:`~venturi_sa.worker.executor.execute`): call the
+2. **execute** (:func:`~venturi_sa.worker.run_steps.execute`): call the
    handler under its time limit (:func:`~venturi_sa.worker.cancel.time_limit`).
    An ``async def`` handler runs as a task on the worker's loop and this
    thread waits for that task itself, so the run is not over until the
    coroutine, its ``except CancelledError``/``finally`` code included, is.
-3. **classify** (:func:`~venturi_sa.worker.executor.classify`): the return
+3. **classify** (:func:`~venturi_sa.worker.run_steps.classify`): the return
    value or exception becomes a validated ``FinishParams``.
-4. **apply control** (:func:`~venturi_sa.worker.executor.control`): a cancel
+4. **apply control** (:func:`~venturi_sa.worker.run_steps.control`): a cancel
    or a time limit that reached the run replaces that outcome.
 
    Steps 1-4 are :func:`decide`, the one place a run's outcome is decided.
@@ -48,7 +48,10 @@ from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Registry
 from venturi_sa.worker.cancel import time_limit
 from venturi_sa.worker.completer import Completer, Persist, Refused
-from venturi_sa.worker.executor import (
+from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.joblog import current_job
+from venturi_sa.worker.run import Run
+from venturi_sa.worker.run_steps import (
     absorb,
     classify,
     close_quietly,
@@ -59,9 +62,6 @@ from venturi_sa.worker.executor import (
     note_text,
     prepare,
 )
-from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.joblog import current_job
-from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
 SESSION_ATTEMPTS = 3  # executions of a ctx.session handler whose commit a transient fault lost

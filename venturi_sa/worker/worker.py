@@ -14,7 +14,7 @@ worker opens runs at READ COMMITTED, whatever the engine's default.
 ``async def`` handlers run on the process's worker loop
 (:mod:`~venturi_sa.worker.loop`), awaited from the executor thread holding
 their slot.  The worker's own statements go through a connection runner
-(:mod:`~venturi_sa.worker.engines`): on a sync engine in the calling thread,
+(:mod:`~venturi_sa.worker.connections`): on a sync engine in the calling thread,
 on an async engine through the async driver on the worker loop.
 """
 
@@ -39,9 +39,9 @@ from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
+from venturi_sa.worker.connections import WorkerEngines
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.engines import WorkerEngines
-from venturi_sa.worker.executors import Executors
+from venturi_sa.worker.executor_threads import Executors
 from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
@@ -90,7 +90,7 @@ class Worker:
     outcomes, lease renewals and LISTEN go through its driver (an async one
     on the worker's event loop).  ``ctx.session`` runs on a sync engine and
     ``ctx.session_async`` on an async one; the flavour not given is derived
-    from the same URL on first use (see :mod:`~venturi_sa.worker.engines`)
+    from the same URL on first use (see :mod:`~venturi_sa.worker.connections`)
     unless given as ``sync_engine=`` / ``async_engine=``.  On an async
     engine, an ``async def`` handler that blocks the loop also delays the
     worker's own statements (its lease renewals).  ``session_class`` /

@@ -28,7 +28,10 @@ def notify_kinds(runner: Runner, channel: str, kinds: Sequence[str]) -> None:
         sa.bindparam("channel", channel, type_=sa.Text))))
 
 
-def visible_time(delay: timedelta | None, run_at: datetime | None) -> Any:
-    """``visible_at`` of a new job: ``run_at``, else the INSERT's clock plus ``delay`` (or none)."""
+def literal_visible_time(run_at: datetime | None, delay: timedelta | None) -> Any:
+    """:func:`~venturi_sa.storage.enqueue.visible_time` of Python values, bound as literals.
+
+    ``run_at`` if given, else the INSERT's clock plus ``delay`` (or none).
+    """
     return enqueue.visible_time(sa.literal(run_at, sa.DateTime(timezone=True)),
                                 sa.literal(delay or timedelta(0), sa.Interval))

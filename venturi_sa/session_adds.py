@@ -31,7 +31,7 @@ from venturi_sa.errors import UnknownKind
 from venturi_sa.models import JobBase
 from venturi_sa.prefix import Names
 from venturi_sa.states import Status
-from venturi_sa.storage.added import notify_kinds
+from venturi_sa.storage.session_adds import notify_kinds
 from venturi_sa.task import check_priority, check_timeout
 
 if TYPE_CHECKING:
