@@ -34,8 +34,8 @@ from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.run_sessions import RunSession
 from venturi_sa.worker.run_steps import absorb, close_quietly, exception_note
-from venturi_sa.worker.sessions import RunSession
 
 logger = logging.getLogger("venturi_sa.worker")
 

@@ -14,7 +14,7 @@ from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress
 from venturi_sa.worker.joblog import job_log
-from venturi_sa.worker.sessions import AsyncRunSession, RunSession, SyncRunSession
+from venturi_sa.worker.run_sessions import AsyncRunSession, RunSession, SyncRunSession
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

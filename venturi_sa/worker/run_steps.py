@@ -32,7 +32,7 @@ from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.sessions import RunSession
+from venturi_sa.worker.run_sessions import RunSession
 from venturi_sa.worker.tracebacks import error_attachment
 
 logger = logging.getLogger("venturi_sa.worker")
