@@ -7,7 +7,7 @@ import time
 import pytest
 from ulid import ULID
 
-from venturi_sa.models import _ulid_text, new_job_id, new_job_ids
+from venturi_sa.models.job_ids import _ulid_text, new_job_id, new_job_ids
 
 
 @pytest.mark.parametrize("n", [1, 2, 1000, 5000])
@@ -37,7 +37,7 @@ def test_no_ids_for_none() -> None:
 
 
 def test_a_carry_past_the_last_four_digits_re_encodes_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    import venturi_sa.models as models
+    import venturi_sa.models.job_ids as models
 
     monkeypatch.setattr(models.os, "urandom", lambda n: (0x1FFFFC).to_bytes(n, "big"))  # low 20 bits: 2**20 - 2
     values = [int(ULID.from_str(i)) for i in new_job_ids(4)]
