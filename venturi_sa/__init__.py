@@ -28,7 +28,7 @@ from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome, Status
 from venturi_sa.task import Priority, Registry, Task, task
-from venturi_sa.worker import JobContext, OutcomeContext, Worker, WorkerApp
+from venturi_sa.worker import JobContext, OutcomeContext, Worker, WorkerApp, WorkerOptions
 
 __all__ = [
     "BadPrefix",
@@ -61,6 +61,7 @@ __all__ = [
     "VenturiError",
     "Worker",
     "WorkerApp",
+    "WorkerOptions",
     "make_models",
     "task",
     "validate_prefix",

@@ -4,5 +4,6 @@ from venturi_sa.worker.app import WorkerApp
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.outcome_hooks import OutcomeContext
 from venturi_sa.worker.worker import Worker
+from venturi_sa.worker.worker_options import WorkerOptions
 
-__all__ = ["JobContext", "OutcomeContext", "Worker", "WorkerApp"]
+__all__ = ["JobContext", "OutcomeContext", "Worker", "WorkerApp", "WorkerOptions"]

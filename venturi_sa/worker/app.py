@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import InvalidOption
 from venturi_sa.queue import Queue
 from venturi_sa.worker.hooks import RunHooks
+from venturi_sa.worker.worker_options import WorkerOptions
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -69,8 +70,11 @@ class WorkerApp:
         chosen = engine if engine is not None else self.get_engine()
         if chosen is None:
             raise InvalidOption("this WorkerApp has no engine: pass one (or --dsn on the command line)")
-        return Worker(self.queue, chosen, on_start=self.on_start, on_stop=self.on_stop,
-                      around_run=self.around_run, **{**self.options, **options})
+        given = {**self.options, **options}
+        engines = {name: given.pop(name) for name in ("sync_engine", "async_engine") if name in given}
+        worker_options = WorkerOptions(on_start=self.on_start, on_stop=self.on_stop, around_run=self.around_run,
+                                       **given)
+        return Worker(self.queue, chosen, worker_options, **engines)
 
 
 def _is_engine(value: object) -> bool:

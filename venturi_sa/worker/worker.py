@@ -31,7 +31,6 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
-from venturi_sa.errors import InvalidOption
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
@@ -42,7 +41,6 @@ from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.connections import WorkerEngines
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.executor_threads import Executors
-from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.leases import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
@@ -51,17 +49,16 @@ from venturi_sa.worker.owed import OwedCaller, hooked_kinds
 from venturi_sa.worker.pipeline import RunPipeline
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
+from venturi_sa.worker.worker_options import WorkerKeywords, WorkerOptions
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+    from typing_extensions import Unpack
 
     from venturi_sa.queue import Queue
 
 logger = logging.getLogger("venturi_sa.worker")
-EventHook = Callable[[str, dict[str, Any]], None]
 ISOLATION = "READ COMMITTED"
-LifecycleHooks = LifecycleHook | Sequence[LifecycleHook] | None
-AroundRuns = AroundRun | Sequence[AroundRun] | None
 
 
 def default_worker_id() -> str:
@@ -71,6 +68,9 @@ def default_worker_id() -> str:
 class Worker:
     """Claims and runs jobs of ``queue`` on ``engine``.
 
+    The options come as keywords or as one ``options=``
+    :class:`~venturi_sa.WorkerOptions` (a keyword beside ``options=`` raises
+    ``InvalidOption`` naming it); ``self.options`` is the object either way.
     ``kinds`` limits the worker to some task kinds (default: all registered);
     ``concurrency`` is the number of jobs run at once; ``poll_interval`` the
     longest idle sleep; ``fetch_cooldown`` the longest a freed slot waits
@@ -105,46 +105,35 @@ class Worker:
     span); each takes one callable or a list (see :mod:`~venturi_sa.worker.hooks`).
     """
 
-    def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, *, kinds: Sequence[str] | None = None,
-                 concurrency: int = 10, poll_interval: float = 5.0, batch_size: int = 100,
-                 listen: bool = True, grace: float = 30.0, recover_interval: float = 10.0,
-                 worker_id: str | None = None, on_event: EventHook | None = None,
-                 batch_outcomes: bool = True, fetch_cooldown: float = 0.1, max_backlog: int | None = None,
-                 session_class: type[Session] | None = None, async_session_class: type[AsyncSession] | None = None,
+    def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, options: WorkerOptions | None = None, *,
                  sync_engine: sa.Engine | None = None, async_engine: AsyncEngine | None = None,
-                 on_start: LifecycleHooks = None, on_stop: LifecycleHooks = None,
-                 around_run: AroundRuns = None, connect_timeout: float = 60.0) -> None:
-        if concurrency < 1:
-            raise InvalidOption(f"concurrency must be >= 1, got {concurrency}")
-        if poll_interval <= 0:
-            raise InvalidOption(f"poll_interval must be > 0, got {poll_interval}")
-        if fetch_cooldown < 0:
-            raise InvalidOption(f"fetch_cooldown must be >= 0, got {fetch_cooldown}")
-        if max_backlog is not None and max_backlog < 1:
-            raise InvalidOption(f"max_backlog must be >= 1, got {max_backlog}")
+                 **keywords: Unpack[WorkerKeywords]) -> None:
+        self.options = opts = WorkerOptions.merged(options, keywords)
+        concurrency = opts.concurrency
         self.queue = queue
-        self.hooks = queue.run_hooks + RunHooks.of(on_start, on_stop, around_run)
+        self.hooks = queue.run_hooks + opts.hooks()
         self.models = queue.models
         self.backend = backend_for(queue.models)
         self.engines = WorkerEngines(require_worker_engine(engine), sync_engine=sync_engine,
                                      async_engine=async_engine, pool_size=concurrency + 4)
         self.engine = self.engines.own  # the worker's own statements (claims, outcomes, leases, LISTEN)
         self._conns = self.engines.connections(isolation_level=ISOLATION)
-        self.session_class = session_class if session_class is not None else queue.session_class
-        self.async_session_class = async_session_class
+        self.session_class = opts.session_class if opts.session_class is not None else queue.session_class
+        self.async_session_class = opts.async_session_class
+        kinds = opts.kinds
         self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
         self.concurrency = concurrency
-        self.poll_interval = poll_interval
-        self.batch_size = max(1, batch_size)
-        self.listen = listen
-        self.grace = grace
-        self.recover_interval = recover_interval
-        self.connect_timeout = connect_timeout
-        self.worker_id = worker_id or default_worker_id()
-        self.on_event = on_event
-        self.batch_outcomes = batch_outcomes
-        self.fetch_cooldown = fetch_cooldown
-        self.max_backlog = max_backlog if max_backlog is not None else max(4 * concurrency, 100)
+        self.poll_interval = opts.poll_interval
+        self.batch_size = max(1, opts.batch_size)
+        self.listen = opts.listen
+        self.grace = opts.grace
+        self.recover_interval = opts.recover_interval
+        self.connect_timeout = opts.connect_timeout
+        self.worker_id = opts.worker_id or default_worker_id()
+        self.on_event = opts.on_event
+        self.batch_outcomes = opts.batch_outcomes
+        self.fetch_cooldown = opts.fetch_cooldown
+        self.max_backlog = opts.max_backlog if opts.max_backlog is not None else max(4 * concurrency, 100)
         self._sessions: Callable[[], Session] = self._open_session
         if isinstance(self.engine, sa.Engine):
             self._sessions = sessionmaker(bind=self.engine.execution_options(isolation_level=ISOLATION),
@@ -163,11 +152,11 @@ class Worker:
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
         self.completer = Completer(self.backend, self._conns, self._leases, self._abort, self._finished_many,
-                                   batch=batch_outcomes, max_backlog=self.max_backlog)
+                                   batch=self.batch_outcomes, max_backlog=self.max_backlog)
         self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop)
         self.producer = Producer(
             self.backend, self._conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
-            batch_size=self.batch_size, poll_interval=poll_interval, fetch_cooldown=fetch_cooldown,
+            batch_size=self.batch_size, poll_interval=self.poll_interval, fetch_cooldown=self.fetch_cooldown,
             healthy=self._healthy, wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}))
         self._threads: lifecycle.Threads | None = None
