@@ -10,6 +10,7 @@ except the few listed in :data:`PACKAGE_NAMED_MODULES`.  ``utils``,
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from pathlib import Path
 
@@ -109,3 +110,18 @@ def test_a_new_unlisted_collision_is_caught() -> None:
     assert unlisted(shared_basenames(paths)) == ["claim.py in ['storage', 'worker']"]
     assert unlisted(shared_basenames([ROOT / "stats.py", ROOT / "storage" / "stats.py"])) == [
         "stats.py in ['', 'storage']"]
+
+
+def test_only_the_command_line_imports_the_devtools() -> None:
+    """``venturi_sa.devtools`` (the throwaway cluster) is tooling: no runtime module imports it."""
+    importers = []
+    for path in modules():
+        if package_of(path).split("/")[0] in ("cli", "devtools"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any(name == "venturi_sa.devtools" or name.startswith("venturi_sa.devtools.") for name in names):
+                importers.append(str(path.relative_to(ROOT)))
+    assert not importers, f"runtime modules importing venturi_sa.devtools: {importers}"
