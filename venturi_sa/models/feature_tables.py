@@ -1,5 +1,8 @@
-"""The feature tables' constraints, indexes and columns: schedules and fires (v4), pauses and cancels (v5),
-timeouts (v6), owed ``on_dead`` calls (v7), trace contexts (v8).
+"""The feature tables' constraints, indexes and columns (migrations v4 to v8).
+
+Schedules and fires (v4), pauses and cancels (v5), per-job timeouts (v6),
+owed ``on_dead`` calls (v7), trace contexts (v8); named as in
+:mod:`~venturi_sa.models.job_tables`.
 """
 
 from __future__ import annotations
