@@ -41,6 +41,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 OPERATIONS: dict[str, Callable[..., Any]] = {}
 """Every operation by name (the checked sync method); each has an ``<name>_async`` twin on the class."""
 
+blocking_sleep: Callable[[float], None] = time.sleep
+"""How a sync operation waits outside a twin (a test replaces it to prove the twins never call it)."""
+
 _BRIDGED: ContextVar[bool] = ContextVar("venturi_sa_bridged", default=False)
 """True while a twin runs its sync operation (the greenlet shares the awaiting task's context)."""
 
@@ -162,4 +165,4 @@ def nap(seconds: float) -> None:
 
         await_only(asyncio.sleep(seconds))
     else:
-        time.sleep(seconds)
+        blocking_sleep(seconds)
