@@ -8,8 +8,7 @@ import pytest
 import sqlalchemy as sa
 from periodic_kit import Tick, aligned, backdate, db_now, fire_times, jobs_of, schedule_row, tick_queue
 
-from venturi_sa import Models, VenturiError
-from venturi_sa import Queue
+from venturi_sa import Models, Queue, VenturiError
 from venturi_sa.periodic import all_within, fire_due, fired_by, policies, reconcile
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimParams
