@@ -9,10 +9,12 @@ edit), :mod:`~venturi_sa.ops.explain`, the records they return
 (:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
 opens its own short transactions, never the application's session; all SQL
 goes through the storage seam (:func:`venturi_sa.storage.backend.backend_for`).
-The public entry points are the methods of :class:`~venturi_sa.ops.face.Operations`
-(``queue.<action>(engine, ...)``; :class:`~venturi_sa.Queue` inherits them),
-whose ``*_async`` twins :mod:`~venturi_sa.ops.twins` makes from them.  Only the records are re-exported here, so ``venturi_sa.ops.history``
-and friends always name the modules, never a function of the same name.
+The public entry points are the methods of
+:class:`~venturi_sa.ops.face.Operations` (``queue.<action>(engine, ...)``;
+:class:`~venturi_sa.Queue` inherits them), whose ``*_async`` twins
+:mod:`~venturi_sa.ops.twins` makes from them.  Only the records are
+re-exported here, so ``venturi_sa.ops.history`` and friends always name the
+modules, never a function of the same name.
 """
 
 from __future__ import annotations

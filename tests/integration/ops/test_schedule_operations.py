@@ -87,3 +87,20 @@ def test_the_deprecated_spellings_warn_and_still_work(engine: sa.Engine, models:
     assert _by_name(queue.list_schedules(engine))["six-hourly"].last_job == job_id
     with pytest.warns(DeprecationWarning), pytest.raises(VenturiError, match="no schedule named 'nope'"):
         periodic.set_paused(models, engine, "nope", True)
+
+
+def test_venturi_schedules_pause_logs_its_actor(engine: sa.Engine, models: Any, pg_url: str,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    from click.testing import CliRunner
+
+    from venturi_sa.cli import cli
+
+    queue = scheduled(engine, models)
+    where = ["--dsn", pg_url, "--prefix", models.prefix]
+    with caplog.at_level(logging.INFO, "venturi_sa.periodic"):
+        paused = CliRunner().invoke(cli, ["schedules", "pause", "nightly", "--actor", "night-shift", *where])
+    assert paused.exit_code == 0, paused.output
+    assert "paused schedule nightly" in paused.output and "paused by night-shift" in caplog.text
+    assert _by_name(queue.list_schedules(engine))["nightly"].paused
+    resumed = CliRunner().invoke(cli, ["schedules", "resume", "nightly", *where])
+    assert resumed.exit_code == 0 and not _by_name(queue.list_schedules(engine))["nightly"].paused
