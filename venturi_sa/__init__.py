@@ -2,7 +2,10 @@
 
 Define tasks (:class:`Task`), put them in a :class:`Queue` built on
 :func:`make_models`, enqueue inside your own transaction, and run a
-:class:`Worker`.
+:class:`Worker`.  The records the queue's operations return (``JobInfo``,
+``JobView``, ``JournalInfo``, ``Page``, ``Stats``, ``Cancelled``,
+``PauseInfo``, ``Explanation``, ``ScheduleInfo``, ``FireInfo``) are
+exported here too.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from venturi_sa.errors import (
     VenturiError,
 )
 from venturi_sa.models import Models, make_models
-from venturi_sa.ops.records import JobView
+from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.ops.explain import Explanation
+from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
@@ -32,29 +37,38 @@ from venturi_sa.worker import JobContext, OutcomeContext, Worker, WorkerApp, Wor
 
 __all__ = [
     "BadPrefix",
+    "Cancelled",
     "Coalesce",
     "Complete",
     "Die",
     "DuplicateKind",
+    "Explanation",
+    "FireInfo",
     "Independent",
     "InvalidOption",
     "InvalidPayload",
     "InvalidTransition",
     "JobCancelled",
     "JobContext",
+    "JobInfo",
     "JobNotCompleted",
     "JobNotFound",
     "JobView",
+    "JournalInfo",
     "LeaseLost",
     "Models",
     "Outcome",
     "OutcomeContext",
+    "Page",
     "Pause",
+    "PauseInfo",
     "Priority",
     "Queue",
     "Registry",
     "Retry",
+    "ScheduleInfo",
     "SchemaNotMigrated",
+    "Stats",
     "Status",
     "Task",
     "UnknownKind",

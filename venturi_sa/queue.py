@@ -1,58 +1,36 @@
 """The queue: one prefix's mapped classes plus the registry of its task types.
 
-Every call has a sync form taking a ``Session`` (enqueue) or an ``Engine``
-(operations) and an ``*_async`` twin taking an ``AsyncSession`` or an
-``AsyncEngine``.  The twins run the very same code through SQLAlchemy's
-greenlet bridge (``AsyncSession.run_sync`` and ``AsyncEngine.sync_engine``
-inside ``greenlet_spawn``), so their guarantees are the sync ones word for
-word.  A sync object passed to an async call, or the reverse, raises
-``TypeError`` naming the call to use (see :mod:`venturi_sa.binds`).
+``Queue`` holds construction, task registration, schedule declaration and
+enqueue; the operator actions (``queue.<action>(engine, ...)``) are its base
+class, :class:`venturi_sa.ops.face.Operations`.  Enqueue takes a ``Session``
+and has ``*_async`` forms taking an ``AsyncSession``, run through
+``AsyncSession.run_sync`` (the same code, so the same guarantees).  A sync
+object passed to an async call, or the reverse, raises ``TypeError`` naming
+the call to use (see :mod:`venturi_sa.binds`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from marshmallow import Schema
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session
-from sqlalchemy.util import greenlet_spawn
 
 from venturi_sa import enqueue as enqueueing
 from venturi_sa import payloads, session_adds
-from venturi_sa.binds import (
-    is_async_session,
-    require_async_engine,
-    require_async_session,
-    require_engine,
-    require_session,
-)
+from venturi_sa.binds import require_async_session, require_session
 from venturi_sa.models import JobBase, Models
-from venturi_sa.ops import admin, cleanup, history, stats
-from venturi_sa.ops import control as runtime
-from venturi_sa.ops.control import Cancelled, PauseInfo
-from venturi_sa.ops.explain import Explanation, explain
-from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, Stats
+from venturi_sa.ops.face import Operations
 from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncSession
 
     from venturi_sa.worker.hooks import RunHooks
-
-T = TypeVar("T")
-
-
-async def _on_sync_engine(engine: AsyncEngine, call: str, fn: Callable[[Engine], T]) -> T:
-    """``fn(engine.sync_engine)`` in a greenlet, so the sync operation drives the async driver."""
-    sync_engine = require_async_engine(engine, call).sync_engine
-    return await greenlet_spawn(fn, sync_engine)
 
 EnqueueHook = Callable[[Session, list[JobBase]], None]
 
@@ -72,8 +50,12 @@ def _no_run_hooks() -> RunHooks:
     return NO_HOOKS
 
 
-class Queue:
+class Queue(Operations):
     """A queue: ``models`` (from :func:`~venturi_sa.make_models`) and its task types.
+
+    Its operator actions (inspect, cancel, pause, edit, requeue, schedules,
+    ...) are :class:`~venturi_sa.ops.face.Operations`, each with an
+    ``*_async`` twin.
 
     Registering a kind twice raises ``DuplicateKind``.  With ``notify=False``
     enqueues send no ``NOTIFY`` (saving its commit-time cost, a few tenths of
@@ -92,21 +74,17 @@ class Queue:
                  check_added_jobs: bool = False,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
                  session_class: type[Session] | None = None) -> None:
-        self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
-        """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
-        self.models = models
+        super().__init__(models, Registry(tuple(tasks)), notify=notify, max_payload_bytes=max_payload_bytes)
         self.session_class: type[Session] = session_class or _session_class_of(models)
         """The class of a handler's ``ctx.session`` in every runner (workers, ``drain``, the plugin).
 
         Default: ``sqlmodel.Session`` for models made on ``SQLModel``'s
         metadata (``make_models(prefix, SQLModel)``), else ``Session``.
         """
-        self.registry = Registry(tuple(tasks))
         self.schedules = periodic.ScheduleSet(self.registry)
         """The declared schedules (``schedule = ...`` on task types, and :meth:`schedule`)."""
         for task_type in self.registry:
             self.schedules.add_task_type(task_type)
-        self.notify = notify
         self.check_added_jobs = check_added_jobs
         session_adds.register(self)
         self.enqueue_hooks: list[EnqueueHook] = []
@@ -266,211 +244,3 @@ class Queue:
             return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, timeout=timeout)
 
         return await checked.run_sync(run)
-
-    # -- operating the queue: history, stats, retention, admin (venturi_sa/ops/) ---------------
-    # Each method opens its own short transaction(s) on ``engine``; never the application's session.
-
-    def get_job(self, engine: Engine, job_id: str) -> JobView:
-        """The job's current row with ``fired_by`` and ``timeout`` (a :class:`~venturi_sa.JobView`), one statement.
-
-        ``fired_by`` is the schedule fire that inserted it (None: no schedule
-        did), ``timeout`` its own time limit (None: its task's applies).
-        Read-only; ``JobNotFound`` if there is no such job.
-        """
-        return history.get_job(self.models, require_engine(engine, "get_job"), job_id)
-
-    def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:
-        """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
-        return history.journal(self.models, require_engine(engine, "journal"), job_id)
-
-    def result(self, engine: Engine, job_id: str, *, wait: float | None = None) -> Any:
-        """The completed job's result: what its handler returned (its last ``completed`` run's attachment).
-
-        ``JobNotFound`` if there is no such job; ``JobNotCompleted`` (with
-        ``.status``) if it is not completed.  With ``wait`` seconds, polls the
-        job row (every 50 ms, short read-only transactions) until it completes
-        and raises ``TimeoutError`` when the time runs out; a ``dead`` job
-        raises ``JobNotCompleted`` at once.
-        """
-        return history.result(self.models, require_engine(engine, "result"), job_id, wait)
-
-    def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
-                finished_after: datetime | None = None, finished_before: datetime | None = None,
-                limit: int = 50, cursor: str | None = None) -> Page:
-        """Jobs newest first, keyset-paged by an opaque ``cursor`` (see :func:`venturi_sa.ops.history.history`)."""
-        return history.history(self.models, require_engine(engine, "history"), status=status, kind=kind,
-                               finished_after=finished_after, finished_before=finished_before,
-                               limit=limit, cursor=cursor)
-
-    def stats(self, engine: Engine) -> Stats:
-        """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
-        return stats.stats(self.models, require_engine(engine, "stats"))
-
-    def cleanup(self, engine: Engine, *, before: datetime | None = None, older_than: timedelta | None = None,
-                status: str | Sequence[str] | None = None, kind: str | None = None, batch_size: int = 1000,
-                dry_run: bool = False, progress: Callable[[int], None] | None = None) -> int:
-        """Delete terminal jobs finished before the cutoff in short batches; returns the count."""
-        return cleanup.cleanup(self.models, require_engine(engine, "cleanup"), before=before, older_than=older_than,
-                               status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
-                               progress=progress)
-
-    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *,
-                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return admin.requeue(self.models, require_engine(engine, "requeue"), job_id, note, actor)
-
-    def kill(self, engine: Engine, job_id: str, note: str | None = None, *,
-             actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """Operator: ``pending`` -> ``dead``; journaled."""
-        return admin.kill(self.models, require_engine(engine, "kill"), job_id, note, actor,
-                          self.registry)
-
-    def release(self, engine: Engine, job_id: str, note: str | None = None, *,
-                actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
-        return admin.release(self.models, require_engine(engine, "release"), job_id, note, actor)
-
-    # -- the same operations on an AsyncEngine: the sync code above, in a greenlet ------------
-
-    async def get_job_async(self, engine: AsyncEngine, job_id: str) -> JobView:
-        """:meth:`get_job` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "get_job_async", lambda e: history.get_job(self.models, e, job_id))
-
-    async def journal_async(self, engine: AsyncEngine, job_id: str) -> list[JournalInfo]:
-        """:meth:`journal` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "journal_async", lambda e: history.journal(self.models, e, job_id))
-
-    async def result_async(self, engine: AsyncEngine, job_id: str, *, wait: float | None = None) -> Any:
-        """:meth:`result` on an ``AsyncEngine``; waiting sleeps with ``asyncio.sleep``, never blocking the loop."""
-        limit = history.check_wait(wait)
-        deadline = time.monotonic() + (limit or 0.0)
-        while True:
-            state = await _on_sync_engine(engine, "result_async",
-                                          lambda e: history.result_state(self.models, e, job_id))
-            if history.settled(self.models, job_id, state, waiting=limit is not None):
-                return state[1]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise history.timed_out(self.models, job_id, limit or 0.0, state[0])
-            await asyncio.sleep(min(history.RESULT_POLL, left))
-
-    async def history_async(self, engine: AsyncEngine, *, status: str | Sequence[str] | None = None,
-                            kind: str | None = None, finished_after: datetime | None = None,
-                            finished_before: datetime | None = None, limit: int = 50,
-                            cursor: str | None = None) -> Page:
-        """:meth:`history` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "history_async", lambda e: history.history(
-            self.models, e, status=status, kind=kind, finished_after=finished_after, finished_before=finished_before,
-            limit=limit, cursor=cursor))
-
-    async def stats_async(self, engine: AsyncEngine) -> Stats:
-        """:meth:`stats` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "stats_async", lambda e: stats.stats(self.models, e))
-
-    async def cleanup_async(self, engine: AsyncEngine, *, before: datetime | None = None,
-                            older_than: timedelta | None = None, status: str | Sequence[str] | None = None,
-                            kind: str | None = None, batch_size: int = 1000, dry_run: bool = False,
-                            progress: Callable[[int], None] | None = None) -> int:
-        """:meth:`cleanup` on an ``AsyncEngine`` (each batch its own transaction; ``progress`` is sync)."""
-        return await _on_sync_engine(engine, "cleanup_async", lambda e: cleanup.cleanup(
-            self.models, e, before=before, older_than=older_than, status=status, kind=kind, batch_size=batch_size,
-            dry_run=dry_run, progress=progress))
-
-    async def requeue_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
-        """:meth:`requeue` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "requeue_async", lambda e: admin.requeue(self.models, e, job_id, note))
-
-    async def kill_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
-        """:meth:`kill` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "kill_async", lambda e: admin.kill(self.models, e, job_id, note,
-                                                                                          registry=self.registry))
-
-    async def release_async(self, engine: AsyncEngine, job_id: str, note: str | None = None) -> JobInfo:
-        """:meth:`release` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "release_async", lambda e: admin.release(self.models, e, job_id, note))
-
-    # -- runtime control: cancel, pause/resume, edit, explain (venturi_sa/ops/control.py, explain.py) ---------
-
-    def cancel(self, bind: Session | Engine, job_id: str, note: str | None = None, *,
-               actor: str = runtime.DEFAULT_ACTOR) -> Cancelled:
-        """Cancel a job: pending ends ``dead`` now, claimed gets a durable cancel request for its run.
-
-        With a ``Session`` it joins the caller's transaction (never commits);
-        with an ``Engine`` it is its own short transaction.  See
-        :func:`venturi_sa.ops.control.cancel`.
-        """
-        if isinstance(bind, Session):
-            return runtime.cancel(self.models, require_session(bind, "cancel"), job_id, note, actor, self.registry)
-        return runtime.cancel(self.models, require_engine(bind, "cancel"), job_id, note, actor, self.registry)
-
-    def cancel_kind(self, engine: Engine, kind: str, note: str | None = None, *,
-                    actor: str = runtime.DEFAULT_ACTOR) -> list[Cancelled]:
-        """Cancel every pending or claimed job of ``kind``, in one transaction."""
-        return runtime.cancel_kind(self.models, require_engine(engine, "cancel_kind"), kind, note, actor,
-                                   registry=self.registry)
-
-    def pause(self, engine: Engine, kind: str, *, reason: str | None = None, until: datetime | None = None,
-              delay: timedelta | None = None, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
-        """Pause ``kind`` (``"*"``: every kind) on every worker from commit on; persisted, with its reason."""
-        return runtime.pause(self.models, require_engine(engine, "pause"), kind, reason=reason, until=until,
-                             delay=delay, actor=actor)
-
-    def resume(self, engine: Engine, kind: str, *, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
-        """End ``kind``'s pause now; ``InvalidTransition`` if it is not paused."""
-        return runtime.resume(self.models, require_engine(engine, "resume"), kind, actor)
-
-    def pauses(self, engine: Engine, *, in_force_only: bool = True) -> list[PauseInfo]:
-        """The pauses in force (or the recent record of pauses), newest first."""
-        return runtime.pauses(self.models, require_engine(engine, "pauses"), in_force_only=in_force_only)
-
-    def edit(self, engine: Engine, job_id: str, *, priority: int | None = None, run_at: datetime | None = None,
-             delay: timedelta | None = None, run_now: bool = False, payload: Any = None, note: str | None = None,
-             actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """Change a pending job's priority, run time or payload (schema-validated); journaled."""
-        return runtime.edit(self.models, self.registry, require_engine(engine, "edit"), job_id, priority=priority,
-                            run_at=run_at, delay=delay, run_now=run_now, payload=payload, note=note, actor=actor,
-                            max_payload_bytes=self.max_payload_bytes)
-
-    def retry_now(self, engine: Engine, job_id: str, note: str | None = None, *,
-                  actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """Make a pending job in backoff (or scheduled) eligible now; journaled."""
-        return runtime.retry_now(self.models, require_engine(engine, "retry_now"), job_id, note, actor)
-
-    def explain(self, engine: Engine, job_id: str) -> Explanation:
-        """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
-        return explain(self.models, require_engine(engine, "explain"), job_id)
-
-    async def cancel_async(self, bind: AsyncSession | AsyncEngine, job_id: str, note: str | None = None, *,
-                           actor: str = runtime.DEFAULT_ACTOR) -> Cancelled:
-        """:meth:`cancel` on an ``AsyncSession`` (its transaction, never committed) or an ``AsyncEngine``."""
-        if is_async_session(bind):
-            session = require_async_session(bind, "cancel_async")
-            return await session.run_sync(
-                lambda s: runtime.cancel_in(self.models, s, job_id, note, actor, self.registry))
-        engine = require_async_engine(bind, "cancel_async")
-        return await _on_sync_engine(engine, "cancel_async",
-                                     lambda e: runtime.cancel(self.models, e, job_id, note, actor, self.registry))
-
-    async def pause_async(self, engine: AsyncEngine, kind: str, *, reason: str | None = None,
-                          until: datetime | None = None, delay: timedelta | None = None,
-                          actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
-        """:meth:`pause` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "pause_async", lambda e: runtime.pause(
-            self.models, e, kind, reason=reason, until=until, delay=delay, actor=actor))
-
-    async def resume_async(self, engine: AsyncEngine, kind: str, *, actor: str = runtime.DEFAULT_ACTOR) -> PauseInfo:
-        """:meth:`resume` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "resume_async", lambda e: runtime.resume(self.models, e, kind, actor))
-
-    async def edit_async(self, engine: AsyncEngine, job_id: str, *, priority: int | None = None,
-                         run_at: datetime | None = None, delay: timedelta | None = None, run_now: bool = False,
-                         payload: Any = None, note: str | None = None,
-                         actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:
-        """:meth:`edit` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "edit_async", lambda e: runtime.edit(
-            self.models, self.registry, e, job_id, priority=priority, run_at=run_at, delay=delay, run_now=run_now,
-            payload=payload, note=note, actor=actor, max_payload_bytes=self.max_payload_bytes))
-
-    async def explain_async(self, engine: AsyncEngine, job_id: str) -> Explanation:
-        """:meth:`explain` on an ``AsyncEngine``."""
-        return await _on_sync_engine(engine, "explain_async", lambda e: explain(self.models, e, job_id))

@@ -15,7 +15,7 @@ from worker_kit import enqueue
 from venturi_sa import Models
 from venturi_sa.cli import cli
 from venturi_sa.ops.records import FireInfo
-from venturi_sa.periodic import fire_due, fired_by, reconcile, run_now
+from venturi_sa.periodic import fire_due, fired_by, reconcile
 
 HOUR = timedelta(hours=1)
 
@@ -49,7 +49,7 @@ def test_venturi_jobs_show_names_the_schedule_and_fire_time(engine: sa.Engine, m
     queue = tick_queue(models.prefix)
     queue.schedule(Tick(n=1), cron="0 3 * * *", tz="Europe/Berlin", name="nightly")
     reconcile(queue, engine)
-    job_id = run_now(queue, engine, "nightly")
+    job_id = queue.run_schedule_now(engine, "nightly")
     fire = queue.get_job(engine, job_id).fired_by
     assert isinstance(fire, FireInfo) and fire.schedule == "nightly"
 

@@ -191,13 +191,13 @@ def test_a_redacted_payload_is_never_prefilled(engine: sa.Engine, models: Any, s
 def test_the_job_page_says_which_schedule_fired_it_and_its_time_limit(
         engine: sa.Engine, models: Any, client: TestClient, seeded: dict[str, list[str]]) -> None:
     from venturi_sa import task
-    from venturi_sa.periodic import reconcile, run_now
+    from venturi_sa.periodic import reconcile
 
     report: type[Task] = task("web_report")(lambda ctx: None)
     queue = Queue(models, [report])
     queue.schedule(report(), every=timedelta(hours=6), name="every-six-hours")
     reconcile(queue, engine)
-    job_id = run_now(queue, engine, "every-six-hours")
+    job_id = queue.run_schedule_now(engine, "every-six-hours")
     page = client.get(f"/jobs/{job_id}").text
     assert 'id="fired"' in page and "fired by schedule" in page and "every-six-hours" in page
     assert 'id="fired"' not in client.get(f"/jobs/{seeded['pending'][0]}").text

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from web_kit import csrf_of
 
 from venturi_sa import Queue, Task, task
-from venturi_sa.periodic import list_schedules, reconcile
+from venturi_sa.periodic import reconcile
 
 ACTOR = "dashboard user at testclient"
 
@@ -85,11 +85,11 @@ def test_pause_and_resume_a_schedule(engine: sa.Engine, models: Any, client: Tes
     reconcile(queue, engine)
     assert 'id="pause-every-six-hours"' in client.get("/schedules").text
     assert _operate(client, do="pause_schedule", name="every-six-hours") == "schedule every-six-hours paused"
-    [schedule] = list_schedules(models, engine)
+    [schedule] = queue.list_schedules(engine)
     assert schedule.paused
     assert 'id="resume-every-six-hours"' in client.get("/schedules").text
     assert _operate(client, do="resume_schedule", name="every-six-hours") == "schedule every-six-hours resumed"
-    [schedule] = list_schedules(models, engine)
+    [schedule] = queue.list_schedules(engine)
     assert not schedule.paused and schedule.next_at > datetime.now(timezone.utc)
 
 
@@ -98,13 +98,13 @@ def test_run_a_schedule_now(engine: sa.Engine, models: Any, client: TestClient) 
     queue = Queue(models, [report])
     queue.schedule(report(), every=timedelta(hours=6), name="every-six-hours")
     reconcile(queue, engine)
-    [before] = list_schedules(models, engine)
+    [before] = queue.list_schedules(engine)
     assert 'id="run-every-six-hours"' in client.get("/schedules").text
     message = _operate(client, do="run_schedule", name="every-six-hours")
     assert message.startswith("schedule every-six-hours fired now: job ")
     job_id = message.rsplit(" ", 1)[1]
     assert queue.get_job(engine, job_id).kind == "nightly_report"
-    [after] = list_schedules(models, engine)
+    [after] = queue.list_schedules(engine)
     assert after.next_at == before.next_at and after.fired == before.fired + 1 and after.last_job == job_id
     refused = _operate(client, do="run_schedule", name="nosuch")
     assert refused == "run schedule refused: no schedule named 'nosuch' (see `venturi schedules`)"

@@ -50,14 +50,14 @@ def _statuses(engine: sa.Engine, models: Any) -> list[tuple[Any, ...]]:
 def queue_state(engine: sa.Engine, models: Any, seeded: dict[str, list[str]]) -> None:
     """A paused kind and two schedules (one paused) for the queue-level operations to be refused on."""
     from venturi_sa import task
-    from venturi_sa.periodic import reconcile, set_paused
+    from venturi_sa.periodic import reconcile
 
     hourly: type[Task] = task("k_hourly")(lambda ctx: None)
     queue = Queue(models, [hourly])
     queue.schedule(hourly(), every=timedelta(hours=1), name="hourly")
     queue.schedule(hourly(), every=timedelta(hours=2), name="paused-one")
     reconcile(queue, engine)
-    set_paused(models, engine, "paused-one", True)
+    queue.pause_schedule(engine, "paused-one")
     queue.pause(engine, "k_paused", reason="kept", actor="ops")
 
 

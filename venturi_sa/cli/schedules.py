@@ -11,10 +11,9 @@ import click
 
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
-from venturi_sa.cli.options import queue_options
+from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.ops.records import ScheduleInfo
-from venturi_sa.periodic import list_schedules, run_now, set_paused
 
 HEADERS = ("name", "kind", "timing", "tz", "next", "last", "last job", "status", "state", "fired", "skipped")
 
@@ -40,7 +39,7 @@ def schedules(ctx: click.Context, dsn: str | None, prefix: str, as_json: bool) -
     if ctx.invoked_subcommand is not None:
         return
     with opened(dsn, prefix) as engine:
-        infos = list_schedules(bare_queue(prefix).models, engine)
+        infos = bare_queue(prefix).list_schedules(engine)
     if as_json:
         emit_json([i.as_dict() for i in infos])
     else:
@@ -54,16 +53,20 @@ def run(dsn: str | None, prefix: str, as_json: bool, name: str) -> None:
     """Fire schedule NAME once, now (its next fire time does not move)."""
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
-        job_id = run_now(queue, engine, name)
+        job_id = queue.run_schedule_now(engine, name)
     if as_json:
         emit_json({"schedule": name, "job_id": job_id})
     else:
         click.echo(f"fired schedule {name}: job {job_id}")
 
 
-def _pause(dsn: str | None, prefix: str, as_json: bool, name: str, paused: bool) -> None:
+def _pause(dsn: str | None, prefix: str, as_json: bool, name: str, actor: str, paused: bool) -> None:
+    queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
-        set_paused(bare_queue(prefix).models, engine, name, paused)
+        if paused:
+            queue.pause_schedule(engine, name, actor=actor)
+        else:
+            queue.resume_schedule(engine, name, actor=actor)
     verb = "paused" if paused else "resumed"
     if as_json:
         emit_json({"schedule": name, "paused": paused})
@@ -73,15 +76,17 @@ def _pause(dsn: str | None, prefix: str, as_json: bool, name: str, paused: bool)
 
 @schedules.command("pause")
 @queue_options
+@actor_option
 @click.argument("name")
-def pause(dsn: str | None, prefix: str, as_json: bool, name: str) -> None:
-    """Stop schedule NAME firing until it is resumed."""
-    _pause(dsn, prefix, as_json, name, True)
+def pause(dsn: str | None, prefix: str, as_json: bool, actor: str, name: str) -> None:
+    """Stop schedule NAME firing until it is resumed (--actor is logged)."""
+    _pause(dsn, prefix, as_json, name, actor, True)
 
 
 @schedules.command("resume")
 @queue_options
+@actor_option
 @click.argument("name")
-def resume(dsn: str | None, prefix: str, as_json: bool, name: str) -> None:
+def resume(dsn: str | None, prefix: str, as_json: bool, actor: str, name: str) -> None:
     """Let schedule NAME fire again, from its next fire time after now (no catch-up of the pause)."""
-    _pause(dsn, prefix, as_json, name, False)
+    _pause(dsn, prefix, as_json, name, actor, False)

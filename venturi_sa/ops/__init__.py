@@ -3,14 +3,18 @@
 One module per responsibility: :mod:`~venturi_sa.ops.history` (one job, its
 journal, keyset-paged listings), :mod:`~venturi_sa.ops.stats`,
 :mod:`~venturi_sa.ops.cleanup` (retention), :mod:`~venturi_sa.ops.admin`
-(requeue, kill, release), the records they return
+(requeue, kill, release), :mod:`~venturi_sa.ops.control` (cancel, pause,
+edit), :mod:`~venturi_sa.ops.explain`, the records they return
 (:mod:`~venturi_sa.ops.records`) and the short transaction they all run in
 (:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
 opens its own short transactions, never the application's session; all SQL
 goes through the storage seam (:func:`venturi_sa.storage.backend.backend_for`).
-The :class:`~venturi_sa.Queue` methods of the same names are the public entry
-points.  Only the records are re-exported here, so ``venturi_sa.ops.history``
-and friends always name the modules, never a function of the same name.
+The public entry points are the methods of
+:class:`~venturi_sa.ops.face.Operations` (``queue.<action>(engine, ...)``;
+:class:`~venturi_sa.Queue` inherits them), whose ``*_async`` twins
+:mod:`~venturi_sa.ops.twins` makes from them.  Only the records are
+re-exported here, so ``venturi_sa.ops.history`` and friends always name the
+modules, never a function of the same name.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from venturi_sa.storage.enqueue import InsertParams, NewJob
 from venturi_sa.storage.faults import is_transient
 
 if TYPE_CHECKING:
+    from venturi_sa.ops.face import Operations
     from venturi_sa.queue import Queue
 
 logger = logging.getLogger("venturi_sa.periodic")
@@ -122,7 +123,7 @@ def _sessions(engine: sa.Engine) -> Callable[[], Session]:
     return lambda: Session(bind, expire_on_commit=False)
 
 
-def _channel(queue: Queue) -> str | None:
+def _channel(queue: Operations) -> str | None:
     return queue.models.names.channel if queue.notify else None
 
 
@@ -176,7 +177,7 @@ def _failed(name: str, what: str, exc: Exception) -> Fired:
     return Fired(name, deferred=True, failed=reason)
 
 
-def run_now(queue: Queue, engine: sa.Engine, name: str) -> str:
+def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
     """Fire schedule ``name`` once now, outside its timing and policies; returns the job id.
 
     The job, its ``_fires`` row (fire time: the database clock now) and the

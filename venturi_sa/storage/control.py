@@ -116,12 +116,18 @@ def _close_open(models: Models, runner: Runner, kind: str, actor: str) -> sa.Row
     ).first()
 
 
+def _moment(value: datetime) -> sa.ColumnElement[datetime]:
+    """``value`` bound as ``timestamptz`` (compared with ``now()``, an untyped bind is sent as ``timestamp``,
+    which asyncpg refuses for an aware datetime)."""
+    return sa.literal(value, sa.DateTime(timezone=True))
+
+
 def pause(models: Models, runner: Runner, params: PauseParams) -> sa.Row[Any] | None:
     """Record a pause in force from now; a pause already open for the kind is closed first (superseded).
 
     Returns None, writing nothing, if ``until`` is not after the database clock's now.
     """
-    if params.until is not None and runner.execute(sa.select(sa.func.now() >= params.until)).scalar_one():
+    if params.until is not None and runner.execute(sa.select(sa.func.now() >= _moment(params.until))).scalar_one():
         return None
     _close_open(models, runner, params.kind, params.actor)
     pause = models.Pause
@@ -202,7 +208,7 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
         return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
     if current.status != Status.CLAIMED.value:
         return CancelResult(job=current)
-    if runner.execute(sa.select(sa.func.now() > current.claim_expires_at)).scalar_one():
+    if runner.execute(sa.select(sa.func.now() > _moment(current.claim_expires_at))).scalar_one():
         # Its worker is gone (the lease expired unrenewed): end it now; a late write is fenced out.
         return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
                             done=True)

@@ -1,11 +1,11 @@
 """The dashboard's actions: what a button may do to jobs, and the registry other features extend.
 
-An :class:`Action` applies to one job at a time through the operations API
-(:mod:`venturi_sa.ops.admin` and :mod:`venturi_sa.ops.control` for the built-in
-ones), each job in its own short transaction: on commit the change and its
-journal row (naming the actor) exist; a job whose status does not allow the
-action is skipped, left unchanged, and the reason shown; a crash mid-way
-leaves the jobs done so far done and the rest as they were.  Features that
+An :class:`Action` applies to one job at a time through the queue's operations
+(:class:`venturi_sa.ops.face.Operations`, ``ctx.ops``, for the built-in ones),
+each job in its own short transaction: on commit the change and its journal row
+(naming the actor) exist; a job whose status does not allow the action is
+skipped, left unchanged, and the reason shown; a crash mid-way leaves the jobs
+done so far done and the rest as they were.  Features that
 add operations register their own :class:`Action` objects with
 :func:`~venturi_sa.web.create_app`.
 """
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidTransition, JobNotFound, VenturiError
 from venturi_sa.models import Models
-from venturi_sa.ops import admin, control
+from venturi_sa.ops.face import Operations
 from venturi_sa.states import Status
 from venturi_sa.task import Registry
 from venturi_sa.web import forms, queries
@@ -42,6 +42,11 @@ class ActionContext:
     note: str | None = None
     values: Mapping[str, Any] = field(default_factory=dict)
     registry: Registry = field(default_factory=Registry)
+
+    @property
+    def ops(self) -> Operations:
+        """The queue's operations (``ctx.ops.kill(ctx.engine, job_id, ...)``), with the dashboard's task types."""
+        return Operations(self.models, self.registry)
 
 
 def _no_values(form: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -75,15 +80,15 @@ class Action:
 
 
 def _requeue(ctx: ActionContext, job_id: str) -> object:
-    return admin.requeue(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
+    return ctx.ops.requeue(ctx.engine, job_id, ctx.note, actor=ctx.actor)
 
 
 def _kill(ctx: ActionContext, job_id: str) -> object:
-    return admin.kill(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor, registry=ctx.registry)
+    return ctx.ops.kill(ctx.engine, job_id, ctx.note, actor=ctx.actor)
 
 
 def _release(ctx: ActionContext, job_id: str) -> object:
-    return admin.release(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
+    return ctx.ops.release(ctx.engine, job_id, ctx.note, actor=ctx.actor)
 
 
 REQUESTED = ("still running: cancel requested; its worker delivers it at its next lease renewal (at once when "
@@ -92,7 +97,7 @@ REQUESTED = ("still running: cancel requested; its worker delivers it at its nex
 
 
 def _cancel(ctx: ActionContext, job_id: str) -> object:
-    done = control.cancel(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor, registry=ctx.registry)
+    done = ctx.ops.cancel(ctx.engine, job_id, ctx.note, actor=ctx.actor)
     return REQUESTED if done.result == "requested" else None
 
 
@@ -113,17 +118,16 @@ def _must_wait(ctx: ActionContext, job_id: str, what: str, *, backing_off: bool)
 
 def _retry_now(ctx: ActionContext, job_id: str) -> object:
     _must_wait(ctx, job_id, "retry now", backing_off=True)
-    return control.retry_now(ctx.models, ctx.engine, job_id, ctx.note, actor=ctx.actor)
+    return ctx.ops.retry_now(ctx.engine, job_id, ctx.note, actor=ctx.actor)
 
 
 def _run_now(ctx: ActionContext, job_id: str) -> object:
     _must_wait(ctx, job_id, "run now", backing_off=False)
-    return control.edit(ctx.models, ctx.registry, ctx.engine, job_id, run_now=True, note=ctx.note,
-                        actor=ctx.actor)
+    return ctx.ops.edit(ctx.engine, job_id, run_now=True, note=ctx.note, actor=ctx.actor)
 
 
 def _edit(ctx: ActionContext, job_id: str, **change: Any) -> object:
-    return control.edit(ctx.models, ctx.registry, ctx.engine, job_id, note=ctx.note, actor=ctx.actor, **change)
+    return ctx.ops.edit(ctx.engine, job_id, note=ctx.note, actor=ctx.actor, **change)
 
 
 def _set_priority(ctx: ActionContext, job_id: str) -> object:
@@ -165,8 +169,9 @@ BUILTIN_ACTIONS: tuple[Action, ...] = (
            fields=("payload",), read=lambda form: {"payload": forms.payload(form)}, bulk=False,
            help="a pending job's payload, validated by its task's schema"),
 )
-"""The operations the dashboard offers: requeue, kill and release (:mod:`venturi_sa.ops.admin`);
-cancel, retry now, run now, set priority, run later and replace payload (:mod:`venturi_sa.ops.control`)."""
+"""The operations the dashboard offers, each a queue operation (:class:`~venturi_sa.ops.face.Operations`):
+requeue, kill, release, cancel, retry now, run now (``edit(run_now=True)``), set priority, run later and
+replace payload (``edit``)."""
 
 
 @dataclass(kw_only=True)

@@ -5,10 +5,11 @@ checks as every action (read-only mode, the CSRF token, then
 ``authorize(request, do, [])``: these act on a kind or a schedule, not on
 jobs, so the hook gets no job ids; it may read the form, ``kind`` or
 ``name``, with ``await request.form()``), then runs the operation in its own
-short transaction through :mod:`venturi_sa.ops.control` (pauses, recorded with
-the actor in ``<prefix>_pauses``) or :mod:`venturi_sa.periodic` (schedules;
-"run now" fires one job outside the schedule's timing, its next fire time
-unchanged: :func:`venturi_sa.periodic.run_now`).
+short transaction through the queue's operations
+(:class:`venturi_sa.ops.face.Operations`): ``pause``/``resume`` (recorded with
+the actor in ``<prefix>_pauses``), ``pause_schedule``/``resume_schedule`` (the
+actor logged) and ``run_schedule_now`` (one job outside the schedule's timing,
+its next fire time unchanged).
 A refused operation (kind not paused, no such schedule, ``until`` in the past)
 changes nothing and comes back as the page's message.
 """
@@ -26,9 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi_sa.errors import InvalidOption, VenturiError
-from venturi_sa.ops import control
-from venturi_sa.periodic import run_now, set_paused
-from venturi_sa.queue import Queue
+from venturi_sa.ops.face import Operations
 from venturi_sa.web import forms
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.security import check_authorized
@@ -39,25 +38,30 @@ Operation = Callable[[Dashboard, Mapping[str, Any], str], str]
 """``(dashboard, checked form values, actor) -> message``; raises ``VenturiError`` when refused."""
 
 
+def _ops(dashboard: Dashboard) -> Operations:
+    return Operations(dashboard.models, dashboard.tasks)
+
+
 def _pause_kind(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
     until = values["until"]
     timing = {"delay": until} if isinstance(until, timedelta) else {"until": until}
-    done = control.pause(dashboard.models, dashboard.engine, values["kind"], reason=values["reason"],
-                         actor=actor, **timing)
+    done = _ops(dashboard).pause(dashboard.engine, values["kind"], reason=values["reason"], actor=actor,
+                                 **timing)
     ends = f" until {done.resume_at:%Y-%m-%d %H:%M:%S %Z}" if done.resume_at else " until resumed"
     return f"kind {done.kind} paused{ends}"
 
 
 def _resume_kind(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
-    done = control.resume(dashboard.models, dashboard.engine, values["kind"], actor=actor)
+    done = _ops(dashboard).resume(dashboard.engine, values["kind"], actor=actor)
     return f"kind {done.kind} resumed"
 
 
 def _schedule(paused: bool) -> Operation:
     def operate(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
-        set_paused(dashboard.models, dashboard.engine, values["name"], paused)
+        ops = _ops(dashboard)
+        (ops.pause_schedule if paused else ops.resume_schedule)(dashboard.engine, values["name"], actor=actor)
         verb = "paused" if paused else "resumed"
-        # set_paused records no actor; the log line is the record of who did it.
+        # the schedule row records no actor; the log lines are the record of who did it.
         log.info("schedule %r of queue %r %s by %s", values["name"], dashboard.prefix, verb, actor)
         return f"schedule {values['name']} {verb}"
 
@@ -65,7 +69,7 @@ def _schedule(paused: bool) -> Operation:
 
 
 def _run_schedule(dashboard: Dashboard, values: Mapping[str, Any], actor: str) -> str:
-    job_id = run_now(Queue(dashboard.models), dashboard.engine, values["name"])
+    job_id = _ops(dashboard).run_schedule_now(dashboard.engine, values["name"])
     log.info("schedule %r of queue %r run now by %s: job %s", values["name"], dashboard.prefix, actor, job_id)
     return f"schedule {values['name']} fired now: job {job_id}"
 

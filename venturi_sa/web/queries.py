@@ -16,11 +16,10 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
-from venturi_sa.ops.control import PauseInfo, pauses
-from venturi_sa.ops.explain import explain
+from venturi_sa.ops.control import PauseInfo
+from venturi_sa.ops.face import Operations
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.periodic import list_schedules
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
@@ -278,7 +277,7 @@ def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None
     why: tuple[str, ...] = ()
     if found.job.status in ("pending", "claimed"):
         try:
-            why = tuple(r.text for r in explain(models, engine, job_id).reasons)
+            why = tuple(r.text for r in Operations(models).explain(engine, job_id).reasons)
         except JobNotFound:  # deleted meanwhile: show what was read
             pass
     return replace(found, why=why)
@@ -321,7 +320,8 @@ class Control:
 
 def control(models: Models, engine: sa.Engine) -> Control:
     """Schedules (by name) and pauses in force (newest first): two small tables, read whole."""
-    return Control(schedules=list_schedules(models, engine), pauses=pauses(models, engine))
+    ops = Operations(models)
+    return Control(schedules=ops.list_schedules(engine), pauses=ops.pauses(engine))
 
 
 def token(models: Models, engine: sa.Engine) -> tuple[Any, ...]:

@@ -1,0 +1,251 @@
+"""The operations face: every operator action on jobs, kinds and schedules, as ``queue.<action>(engine, ...)``.
+
+:class:`~venturi_sa.Queue` inherits :class:`Operations`.  Each operation
+takes a sync ``Engine`` and opens its own short transaction(s) on it (never
+the application's session): committed when it returns, rolled back on any
+error; :meth:`~Operations.cancel` also takes a ``Session`` and then joins the
+caller's transaction (never commits).  Each has an ``*_async`` twin taking an
+``AsyncEngine`` (``cancel_async`` also an ``AsyncSession``), made by
+:func:`~venturi_sa.ops.twins.async_twin` from the sync method itself, so its
+guarantees are the sync ones word for word.  A sync object passed to an async
+call, or the reverse, raises ``TypeError`` naming the call to use.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from venturi_sa import payloads
+from venturi_sa.models import Models
+from venturi_sa.ops import admin, cleanup, history, stats
+from venturi_sa.ops import control as runtime
+from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.ops.explain import Explanation, explain
+from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
+from venturi_sa.ops.twins import async_twin, joins_session, nap, operation
+from venturi_sa.periodic import firing
+from venturi_sa.periodic import operations as schedules
+from venturi_sa.task import Registry
+
+log = logging.getLogger("venturi_sa.periodic")
+ACTOR = runtime.DEFAULT_ACTOR
+
+
+class Operations:
+    """The operator actions on one queue's ``models``; :class:`~venturi_sa.Queue` is one.
+
+    Built alone (``Operations(models)``) it acts on a queue's tables without
+    registering a queue: what the dashboard does.  ``registry`` holds the
+    task types whose ``on_dead`` a kill or cancel calls in its own
+    transaction and whose schemas an edited payload must pass.
+    """
+
+    def __init__(self, models: Models, registry: Registry | None = None, *, notify: bool = True,
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.models = models
+        self.registry = registry if registry is not None else Registry(())
+        self.notify = notify
+        self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
+        """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
+
+    # -- reading: one job, its journal, listings, counts ---------------------------------------
+
+    @operation
+    def get_job(self, engine: Engine, job_id: str) -> JobView:
+        """The job's current row with ``fired_by`` and ``timeout`` (a :class:`~venturi_sa.JobView`), one statement.
+
+        ``fired_by`` is the schedule fire that inserted it (None: no schedule
+        did), ``timeout`` its own time limit (None: its task's applies).
+        Read-only; ``JobNotFound`` if there is no such job.
+        """
+        return history.get_job(self.models, engine, job_id)
+
+    @operation
+    def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:
+        """The job's journal timeline, oldest first; ``JobNotFound`` if the job does not exist."""
+        return history.journal(self.models, engine, job_id)
+
+    @operation
+    def result(self, engine: Engine, job_id: str, *, wait: float | None = None) -> Any:
+        """The completed job's result: what its handler returned (its last ``completed`` run's attachment).
+
+        ``JobNotFound`` if there is no such job; ``JobNotCompleted`` (with
+        ``.status``) if it is not completed.  With ``wait`` seconds, polls the
+        job row (every 50 ms, short read-only transactions) until it completes
+        and raises ``TimeoutError`` when the time runs out; a ``dead`` job
+        raises ``JobNotCompleted`` at once.  ``result_async`` waits with
+        ``asyncio.sleep``, never blocking the event loop.
+        """
+        limit = history.check_wait(wait)
+        deadline = time.monotonic() + (limit or 0.0)
+        while True:
+            state = history.result_state(self.models, engine, job_id)
+            if history.settled(self.models, job_id, state, waiting=limit is not None):
+                return state[1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise history.timed_out(self.models, job_id, limit or 0.0, state[0])
+            nap(min(history.RESULT_POLL, left))
+
+    @operation
+    def history(self, engine: Engine, *, status: str | Sequence[str] | None = None, kind: str | None = None,
+                finished_after: datetime | None = None, finished_before: datetime | None = None,
+                limit: int = 50, cursor: str | None = None) -> Page:
+        """Jobs newest first, keyset-paged by an opaque ``cursor`` (see :func:`venturi_sa.ops.history.history`)."""
+        return history.history(self.models, engine, status=status, kind=kind, finished_after=finished_after,
+                               finished_before=finished_before, limit=limit, cursor=cursor)
+
+    @operation
+    def stats(self, engine: Engine) -> Stats:
+        """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
+        return stats.stats(self.models, engine)
+
+    @operation
+    def explain(self, engine: Engine, job_id: str) -> Explanation:
+        """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
+        return explain(self.models, engine, job_id)
+
+    # -- retention ------------------------------------------------------------------------------
+
+    @operation
+    def cleanup(self, engine: Engine, *, before: datetime | None = None, older_than: timedelta | None = None,
+                status: str | Sequence[str] | None = None, kind: str | None = None, batch_size: int = 1000,
+                dry_run: bool = False, progress: Callable[[int], None] | None = None) -> int:
+        """Delete terminal jobs finished before the cutoff in short batches (each committed); returns the count."""
+        return cleanup.cleanup(self.models, engine, before=before, older_than=older_than, status=status,
+                               kind=kind, batch_size=batch_size, dry_run=dry_run, progress=progress)
+
+    # -- acting on one job ------------------------------------------------------------------------
+
+    @operation
+    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
+        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
+        return admin.requeue(self.models, engine, job_id, note, actor)
+
+    @operation
+    def kill(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
+        """Operator: ``pending`` -> ``dead``; journaled (its task's ``on_dead`` in the same transaction)."""
+        return admin.kill(self.models, engine, job_id, note, actor, self.registry)
+
+    @operation
+    def release(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
+        """Operator: ``claimed`` -> ``pending`` now, no failure counted (its worker is gone); journaled."""
+        return admin.release(self.models, engine, job_id, note, actor)
+
+    @operation
+    @joins_session
+    def cancel(self, bind: Session | Engine, job_id: str, note: str | None = None, *,
+               actor: str = ACTOR) -> Cancelled:
+        """Cancel a job: pending ends ``dead`` now, claimed gets a durable cancel request for its run.
+
+        With a ``Session`` it joins the caller's transaction (never commits);
+        with an ``Engine`` it is its own short transaction.  See
+        :func:`venturi_sa.ops.control.cancel`.
+        """
+        return runtime.cancel(self.models, bind, job_id, note, actor, self.registry)
+
+    @operation
+    def edit(self, engine: Engine, job_id: str, *, priority: int | None = None, run_at: datetime | None = None,
+             delay: timedelta | None = None, run_now: bool = False, payload: Any = None, note: str | None = None,
+             actor: str = ACTOR) -> JobInfo:
+        """Change a pending job's priority, run time or payload (schema-validated); journaled."""
+        return runtime.edit(self.models, self.registry, engine, job_id, priority=priority, run_at=run_at,
+                            delay=delay, run_now=run_now, payload=payload, note=note, actor=actor,
+                            max_payload_bytes=self.max_payload_bytes)
+
+    @operation
+    def retry_now(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
+        """Make a pending job in backoff (or scheduled) eligible now; journaled."""
+        return runtime.retry_now(self.models, engine, job_id, note, actor)
+
+    # -- kinds --------------------------------------------------------------------------------------
+
+    @operation
+    def cancel_kind(self, engine: Engine, kind: str, note: str | None = None, *,
+                    actor: str = ACTOR) -> list[Cancelled]:
+        """Cancel every pending or claimed job of ``kind``, in one transaction."""
+        return runtime.cancel_kind(self.models, engine, kind, note, actor, registry=self.registry)
+
+    @operation
+    def pause(self, engine: Engine, kind: str, *, reason: str | None = None, until: datetime | None = None,
+              delay: timedelta | None = None, actor: str = ACTOR) -> PauseInfo:
+        """Pause ``kind`` (``"*"``: every kind) on every worker from commit on; persisted, with its reason."""
+        return runtime.pause(self.models, engine, kind, reason=reason, until=until, delay=delay, actor=actor)
+
+    @operation
+    def resume(self, engine: Engine, kind: str, *, actor: str = ACTOR) -> PauseInfo:
+        """End ``kind``'s pause now; ``InvalidTransition`` if it is not paused."""
+        return runtime.resume(self.models, engine, kind, actor)
+
+    @operation
+    def pauses(self, engine: Engine, *, in_force_only: bool = True) -> list[PauseInfo]:
+        """The pauses in force (or the recent record of pauses), newest first (read-only)."""
+        return runtime.pauses(self.models, engine, in_force_only=in_force_only)
+
+    # -- schedules (docs/periodic.md) --------------------------------------------------------------
+
+    @operation
+    def list_schedules(self, engine: Engine) -> list[ScheduleInfo]:
+        """Every stored schedule, removed ones included, by name (read-only; what workers reconciled)."""
+        return schedules.schedule_infos(self.models, engine)
+
+    @operation
+    def pause_schedule(self, engine: Engine, name: str, *, actor: str = ACTOR) -> None:
+        """Stop schedule ``name`` firing from commit on, until resumed; ``VenturiError`` if there is none.
+
+        The schedule row records no actor: ``actor`` is logged at INFO
+        (``venturi_sa.periodic``) after the commit.
+        """
+        schedules.set_schedule_paused(self.models, engine, name, True)
+        log.info("schedule %r of queue %r paused by %s", name, self.models.prefix, actor)
+
+    @operation
+    def resume_schedule(self, engine: Engine, name: str, *, actor: str = ACTOR) -> None:
+        """Let schedule ``name`` fire again from its next fire time after now (the paused ones are not caught up).
+
+        ``VenturiError`` if there is no such schedule; ``actor`` is logged as
+        for :meth:`pause_schedule`.
+        """
+        schedules.set_schedule_paused(self.models, engine, name, False)
+        log.info("schedule %r of queue %r resumed by %s", name, self.models.prefix, actor)
+
+    @operation
+    def run_schedule_now(self, engine: Engine, name: str) -> str:
+        """Fire schedule ``name`` once now, outside its timing and policies; returns the job id.
+
+        The job, its ``_fires`` row (fire time: the database clock now) and the
+        schedule's last-job columns commit together; the next fire time does
+        not move.  ``VenturiError`` if there is no live schedule of that name.
+        """
+        return firing.run_now(self, engine, name)
+
+    # -- the same operations on an AsyncEngine: each the sync method above, in the greenlet bridge --
+
+    get_job_async = async_twin(get_job)
+    journal_async = async_twin(journal)
+    result_async = async_twin(result)
+    history_async = async_twin(history)
+    stats_async = async_twin(stats)
+    explain_async = async_twin(explain)
+    cleanup_async = async_twin(cleanup)
+    requeue_async = async_twin(requeue)
+    kill_async = async_twin(kill)
+    release_async = async_twin(release)
+    cancel_async = async_twin(cancel)
+    edit_async = async_twin(edit)
+    retry_now_async = async_twin(retry_now)
+    cancel_kind_async = async_twin(cancel_kind)
+    pause_async = async_twin(pause)
+    resume_async = async_twin(resume)
+    pauses_async = async_twin(pauses)
+    list_schedules_async = async_twin(list_schedules)
+    pause_schedule_async = async_twin(pause_schedule)
+    resume_schedule_async = async_twin(resume_schedule)
+    run_schedule_now_async = async_twin(run_schedule_now)
