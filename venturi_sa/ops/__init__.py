@@ -7,7 +7,7 @@ journal, keyset-paged listings), :mod:`~venturi_sa.ops.stats`,
 (:mod:`~venturi_sa.ops.records`) and the short transaction they all run in
 (:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
 opens its own short transactions, never the application's session; all SQL
-goes through the storage seam (:func:`venturi_sa.storage.backend.backend_for`).
+is in its topic module of :mod:`venturi_sa.storage` (``storage.history``, ``storage.cleanup``, ...).
 The :class:`~venturi_sa.Queue` methods of the same names are the public entry
 points.  Only the records are re-exported here, so ``venturi_sa.ops.history``
 and friends always name the modules, never a function of the same name.
