@@ -112,6 +112,11 @@ class Backend(Protocol):
 _PING = sa.select(sa.literal(1))
 
 
+def ping(runner: Runner) -> None:
+    """One round trip (``SELECT 1``): raises if the database cannot be reached."""
+    runner.execute(_PING)
+
+
 class SqlAlchemyBackend:
     """The PostgreSQL implementation of :class:`Backend` for one queue's models (``tx``: a ``Runner``)."""
 
@@ -138,7 +143,7 @@ class SqlAlchemyBackend:
         return checkpoint.write_checkpoint(self.models, tx, params)
 
     def ping(self, tx: Runner, params: PingParams) -> None:
-        tx.execute(_PING)
+        ping(tx)
 
 
 @lru_cache(maxsize=256)

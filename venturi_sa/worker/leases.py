@@ -6,9 +6,7 @@ import logging
 import threading
 import time
 
-from sqlalchemy import Connection
-
-from venturi_sa.storage.backend import Backend, Transactions
+from venturi_sa.storage.backend import Backend, Transactions, Tx
 from venturi_sa.storage.params import PING, Fence, RecoverParams, RenewParams
 from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.executor import exception_note
@@ -59,7 +57,7 @@ class LeaseKeeper(threading.Thread):
         lost: set[Fence] = set()
         cancels: dict[Fence, str] = {}
 
-        def renew_all(conn: Connection) -> None:
+        def renew_all(conn: Tx) -> None:
             for lease, runs in held.items():
                 result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
                 lost.update(result.lost)
