@@ -93,7 +93,7 @@ class JobView(JobInfo):
 
 
 def job_view_info(row: Any) -> JobView:
-    """The record of one row of ``storage.history.fetch_job_view``: the job, the fire that inserted it (if any), its limit."""
+    """One row of ``storage.history.fetch_job_view``: the job, the fire that inserted it (if any), its limit."""
     data = dict(row._mapping)
     schedule, fire_at, fired_at = data.pop("fire_schedule"), data.pop("fire_at"), data.pop("fired_at")
     fired = FireInfo(schedule=schedule, fire_at=fire_at, fired_at=fired_at) if schedule is not None else None
