@@ -1,4 +1,4 @@
-"""The conformance suite: every Backend verb per driver, and the whole queue per stack.
+"""The conformance suite: the Backend seam per implementation, the storage topics per driver, the queue per stack.
 
 The worker's verbs (``test_worker_verbs.py``, the :class:`~venturi_sa.storage.backend.Backend`
 seam) run once per implementation through the ``kit`` fixture
