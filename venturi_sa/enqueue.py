@@ -7,7 +7,7 @@ call works in two phases: it first validates every task and decides every
 merge in memory (reading merge targets but changing nothing), and only then
 writes.  So a bad task, a failing ``merge()`` or a merged payload that fails
 its schema raises with the session as it was.  All SQL goes through the
-storage seam (:func:`venturi_sa.storage.backend.backend_for`).
+storage package (:mod:`venturi_sa.storage.enqueue`, :mod:`~venturi_sa.storage.timeouts`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
-from venturi_sa.storage.backend import Backend, backend_for
+from venturi_sa.storage import enqueue as stored
+from venturi_sa.storage import timeouts
 from venturi_sa.storage.enqueue import (
     DedupLockParams,
     InsertParams,
@@ -180,14 +181,14 @@ def _merged_payload(p: _Prepared, decision: object, max_bytes: int) -> Any | Non
     )
 
 
-def _decide(models: Models, backend: Backend, session: Session, prepared: list[_Prepared], max_bytes: int) -> dict[
+def _decide(models: Models, session: Session, prepared: list[_Prepared], max_bytes: int) -> dict[
         tuple[str, str], _Sibling]:
     """Lock the dedup keys, find each key's target and decide every merge, writing nothing.
 
     Later tasks of a key see the payload the earlier ones merged.
     """
     keys = [(p.kind, p.dedup_key) for p in prepared if p.dedup_key is not None]
-    backend.lock_dedup(session, DedupLockParams(keys=keys))
+    stored.lock_dedup_keys(models, session, DedupLockParams(keys=keys))
     session.flush()  # this session's own unflushed jobs must be visible to the lookup
     siblings: dict[tuple[str, str], _Sibling] = {}
     for p in prepared:
@@ -195,7 +196,8 @@ def _decide(models: Models, backend: Backend, session: Session, prepared: list[_
             continue
         key = (p.kind, p.dedup_key)
         if key not in siblings:
-            target = backend.find_merge_target(session, MergeTargetParams(kind=p.kind, dedup_key=p.dedup_key))
+            target = stored.oldest_pending_sibling(models, session,
+                                                   MergeTargetParams(kind=p.kind, dedup_key=p.dedup_key))
             siblings[key] = _Sibling(existing=target, payload=target.payload if target is not None else None)
         sibling = siblings[key]
         if sibling.existing is None and sibling.new is None:
@@ -255,19 +257,18 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
     """
     if not call.tasks:
         return []
-    backend = backend_for(models)
     deduplicated = any(p.dedup_key is not None for p in call.tasks)
-    siblings = _decide(models, backend, session, call.tasks, call.max_bytes) if deduplicated else {}
-    jobs = _write(models, backend, session, call.tasks, siblings, call.when, call.notify)
-    _limit(backend, session, call)
+    siblings = _decide(models, session, call.tasks, call.max_bytes) if deduplicated else {}
+    jobs = _write(models, session, call.tasks, siblings, call.when, call.notify)
+    _limit(models, session, call)
     return jobs
 
 
-def _limit(backend: Backend, session: Session, call: Call) -> None:
+def _limit(models: Models, session: Session, call: Call) -> None:
     """Store the enqueue's ``timeout=`` for the jobs just inserted (after them: each row references its job)."""
     if call.limit is not None:
-        backend.set_timeouts(session, TimeoutsParams(job_ids=[p.job_id for p in call.tasks if not p.absorbed],
-                                                     timeout=call.limit))
+        timeouts.set_timeouts(models, session, TimeoutsParams(
+            job_ids=[p.job_id for p in call.tasks if not p.absorbed], timeout=call.limit))
 
 
 def enqueue_ids(models: Models, session: Session, call: Call) -> list[str]:
@@ -288,14 +289,13 @@ def enqueue_ids(models: Models, session: Session, call: Call) -> list[str]:
     rows = NewJobColumns(ids=[p.job_id for p in tasks], kinds=[p.kind for p in tasks],
                          payloads=[p.payload for p in tasks], priorities=[p.priority for p in tasks],
                          dedup_keys=[None] * len(tasks))
-    backend = backend_for(models)
-    backend.insert_rows(session, InsertParams(jobs=rows, delay=call.when.delay, run_at=call.when.run_at,
+    stored.insert_rows(models, session, InsertParams(jobs=rows, delay=call.when.delay, run_at=call.when.run_at,
                                               notify_channel=models.names.channel if call.notify else None))
-    _limit(backend, session, call)
+    _limit(models, session, call)
     return list(rows.ids)
 
 
-def _write(models: Models, backend: Backend, session: Session, prepared: list[_Prepared],
+def _write(models: Models, session: Session, prepared: list[_Prepared],
            siblings: dict[tuple[str, str], _Sibling], when: When, notify: bool) -> list[JobBase]:
     """Apply what :func:`_decide` decided: insert the new jobs, then record the merges."""
     final = {s.new.job_id: s.payload for s in siblings.values() if s.new is not None}
@@ -306,14 +306,14 @@ def _write(models: Models, backend: Backend, session: Session, prepared: list[_P
     if fresh:
         params = InsertParams(jobs=fresh, delay=when.delay, run_at=when.run_at,
                               notify_channel=models.names.channel if notify else None)
-        jobs = {job.id: job for job in backend.insert_jobs(session, params)}
+        jobs = {job.id: job for job in stored.insert_jobs(models, session, params)}
     writes = []
     for s in siblings.values():
         target = jobs.setdefault(s.target_id, s.existing) if s.existing is not None else jobs[s.target_id]
         if s.notes:
             writes.append(MergeWrite(target=target, payload=s.payload, notes=tuple(s.notes)))
     if writes:
-        backend.record_merges(session, RecordMergesParams(merges=writes))
+        stored.record_merges(models, session, RecordMergesParams(merges=writes))
     return [jobs[p.job_id] for p in prepared]
 
 

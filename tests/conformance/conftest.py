@@ -1,11 +1,16 @@
-"""The conformance suite: every Backend verb per driver, and the whole queue per stack.
+"""The conformance suite: the Backend seam per implementation, the storage topics per driver, the queue per stack.
 
-The verb modules (``test_*_verbs.py``): two parameters multiply every test:
-the ``engine`` fixture is one session-scoped engine per sync driver
-(``psycopg2``, ``psycopg``), on the cluster of ``pg_url`` with the drivername
-swapped, so ``models`` (migrated through that engine), ``backend`` and every
-query a test makes go through that driver; the ``backend`` fixture is
-parametrized by implementation (today one, ``sqlalchemy``).
+The worker's verbs (``test_worker_verbs.py``, the :class:`~venturi_sa.storage.backend.Backend`
+seam) run once per implementation through the ``kit`` fixture
+(``backend_kit.py``): ``sqlalchemy-<driver>`` per sync driver (``psycopg2``,
+``psycopg``; psycopg2 only under ``VENTURI_DRIVER_MATRIX=lean``) and
+``memory`` (:class:`~venturi_sa.storage.memory.MemoryBackend`, no database).
+
+The other verb modules (enqueue, operations, control, the dashboard: their
+topic modules of ``venturi_sa.storage``, PostgreSQL only): the ``engine``
+fixture is one session-scoped engine per sync driver, on the cluster of
+``pg_url`` with the drivername swapped, so ``models`` (migrated through that
+engine) and every query a test makes go through that driver.
 
 The stack modules (``test_*_per_stack.py``) override ``engine`` with the
 ``stack`` parameter instead (see ``stack_kit.py``): {sync, async} SQLAlchemy
@@ -15,23 +20,24 @@ The stack modules (``test_*_per_stack.py``) override ``engine`` with the
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from backend_kit import Kit, MemoryKit, SqlKit
 from driver_kit import CONFORMANCE_SYNC_DRIVERS, Engines, OpenRunner
 from sqlalchemy.orm import Session
 
-from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
+import alembic_venturi
+from venturi_sa import make_models
 from venturi_sa.storage.params import Runner
 
 # The worker-level conformance tests reuse the integration tier's helpers (queue_kit).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-IMPLEMENTATIONS: dict[str, Callable[[Any], Backend]] = {"sqlalchemy": SqlAlchemyBackend}
+KITS = (*(f"sqlalchemy-{driver}" for driver in CONFORMANCE_SYNC_DRIVERS), "memory")
 
 
 @pytest.fixture(scope="session")
@@ -48,10 +54,15 @@ def engine(request: pytest.FixtureRequest, engines: Engines) -> sa.Engine:
     return engines.sync(request.param)
 
 
-@pytest.fixture(params=sorted(IMPLEMENTATIONS))
-def backend(request: pytest.FixtureRequest, models: Any) -> Backend:
-    """A Backend for this test's freshly migrated queue."""
-    return IMPLEMENTATIONS[request.param](models)
+@pytest.fixture(params=KITS)
+def kit(request: pytest.FixtureRequest, prefix: str) -> Kit:
+    """One Backend implementation and its harness: a freshly migrated queue per driver, or a memory store."""
+    if request.param == "memory":
+        return MemoryKit()
+    engines: Engines = request.getfixturevalue("engines")
+    engine = engines.sync(request.param.removeprefix("sqlalchemy-"))
+    alembic_venturi.upgrade(engine, prefix)
+    return SqlKit(engine, make_models(prefix))
 
 
 @pytest.fixture(params=["session", "connection"])

@@ -12,28 +12,29 @@ from driver_kit import OpenRunner
 from test_ops_verbs import built
 
 from venturi_sa import Models
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage import dashboard as dashboard_store
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams, WindowParams
-from venturi_sa.storage.history import JobParams
 
 HOUR = WindowParams(span=timedelta(hours=1), bucket_seconds=60)
 
 
 def test_dashboard_jobs_filters_pages_and_stops_a_bounded_walk(engine: sa.Engine, models: Models,
-                                                               backend: Backend, runner: OpenRunner) -> None:
+                                                               runner: OpenRunner) -> None:
     with built(engine, models) as (Job, Entry):
         dead = Job(dead=True, kind="b", payload={"why": "100% broken"})  # the oldest: the walk's end
         Entry(job=dead, dead=True, note="gave up on the_thing")
         dead_id = dead.id
         made = {Job(kind="a", payload={"n": i}).id for i in range(7)}
     with runner() as r:
-        first = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(), limit=5))
-        rest = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(), limit=5, after=first.next_after))
-        by_kind = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(kind="a", statuses=("pending",))))
-        noted = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(text="THE_THING")))
-        literal = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(text="100%")))
-        wild = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(text="1_0")))
-        short = backend.dashboard_jobs(r, JobPageParams(filter=JobFilter(kind="b"), limit=5, scan=3))
+        first = dashboard_store.fetch_job_page(models, r, JobPageParams(filter=JobFilter(), limit=5))
+        rest = dashboard_store.fetch_job_page(models, r,
+                                              JobPageParams(filter=JobFilter(), limit=5, after=first.next_after))
+        by_kind = dashboard_store.fetch_job_page(models, r,
+                                                 JobPageParams(filter=JobFilter(kind="a", statuses=("pending",))))
+        noted = dashboard_store.fetch_job_page(models, r, JobPageParams(filter=JobFilter(text="THE_THING")))
+        literal = dashboard_store.fetch_job_page(models, r, JobPageParams(filter=JobFilter(text="100%")))
+        wild = dashboard_store.fetch_job_page(models, r, JobPageParams(filter=JobFilter(text="1_0")))
+        short = dashboard_store.fetch_job_page(models, r, JobPageParams(filter=JobFilter(kind="b"), limit=5, scan=3))
     assert len(first.rows) == 5 and len(rest.rows) == 3 and rest.next_after is None
     assert {row.id for row in [*first.rows, *rest.rows]} == made | {dead_id}
     assert {row.id for row in by_kind.rows} == made
@@ -42,7 +43,7 @@ def test_dashboard_jobs_filters_pages_and_stops_a_bounded_walk(engine: sa.Engine
     assert short.rows == [] and short.next_after is not None and short.scanned_to is not None  # stopped at 3
 
 
-def test_dashboard_counts_activity_and_latency(engine: sa.Engine, models: Models, backend: Backend,
+def test_dashboard_counts_activity_and_latency(engine: sa.Engine, models: Models,
                                                runner: OpenRunner) -> None:
     with built(engine, models) as (Job, Entry):
         Job(kind="a")
@@ -53,9 +54,9 @@ def test_dashboard_counts_activity_and_latency(engine: sa.Engine, models: Models
         Entry(retried=True, job=Job(claimed=True, kind="b"))
         Entry(dead=True, job=Job(dead=True, kind="b"))
     with runner() as r:
-        counts = backend.dashboard_counts(r, HOUR)
-        activity = backend.dashboard_activity(r, HOUR)
-        latency = backend.dashboard_latency(r, HOUR)
+        counts = dashboard_store.fetch_overview_counts(models, r, HOUR)
+        activity = dashboard_store.fetch_activity(models, r, HOUR)
+        latency = dashboard_store.fetch_latency(models, r, HOUR)
     assert {(p.kind, p.eligible) for p in counts.pending} == {("a", 1)}
     assert sorted(counts.claimed) == [("a", 1), ("b", 2)] and counts.expired == [("b", 1)]
     assert counts.dead == [("b", 1)]
@@ -64,7 +65,7 @@ def test_dashboard_counts_activity_and_latency(engine: sa.Engine, models: Models
     assert [row[3] for row in latency] == [1] and latency[0][1] >= 0
 
 
-def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models, backend: Backend,
+def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models,
                                          runner: OpenRunner) -> None:
     with built(engine, models) as (Job, Entry):
         held = Job(claimed=True, kind="a")
@@ -72,10 +73,10 @@ def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models, back
         Entry(job=held, retried=True)
         held_id, worker = held.id, held.claimed_by
     with runner() as r:
-        detail = backend.dashboard_job(r, JobParams(job_id=held_id))
-        missing = backend.dashboard_job(r, JobParams(job_id="01J00000000000000000000000"))
-        grouped, claimed = backend.dashboard_workers(r)
-        token = backend.dashboard_token(r)
+        detail = dashboard_store.fetch_job_detail(models, r, held_id)
+        missing = dashboard_store.fetch_job_detail(models, r, "01J00000000000000000000000")
+        grouped, claimed = dashboard_store.fetch_workers(models, r)
+        token = dashboard_store.fetch_token(models, r)
     assert detail.row is not None and detail.row.id == held_id and len(detail.journal) == 1
     assert detail.now is not None and missing.row is None
     assert (detail.row.fire_schedule, detail.row.timeout) == (None, None)  # the job view: no fire, no own limit
@@ -86,4 +87,4 @@ def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models, back
     with built(engine, models) as (Job, _):
         Job(kind="c")
     with runner() as r:
-        assert backend.dashboard_token(r) != token
+        assert dashboard_store.fetch_token(models, r) != token

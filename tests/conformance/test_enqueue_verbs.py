@@ -19,10 +19,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from worker_kit import wait_until
 
-from venturi_sa import errors
+from venturi_sa import Models, errors
 from venturi_sa.models import new_job_id
 from venturi_sa.storage import drivers
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage import enqueue as enqueue_store
 from venturi_sa.storage.enqueue import (
     DedupLockParams,
     InsertParams,
@@ -49,11 +49,11 @@ def try_lock(engine: sa.Engine, key: int) -> bool:
 
 # -- insert_jobs ------------------------------------------------------------------------------------
 
-def test_insert_returns_session_jobs_in_order_with_db_clock_times(backend: Backend, engine: sa.Engine) -> None:
+def test_insert_returns_session_jobs_in_order_with_db_clock_times(models: Models, engine: sa.Engine) -> None:
     rows = [new_job(n=n, dedup_key="d" if n == 1 else None) for n in range(3)]
     with Session(engine) as session:
         before = session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
-        jobs = backend.insert_jobs(session, InsertParams(jobs=rows, delay=timedelta(minutes=3)))
+        jobs = enqueue_store.insert_jobs(models, session, InsertParams(jobs=rows, delay=timedelta(minutes=3)))
         after = session.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
         assert [job.id for job in jobs] == [row.id for row in rows]
         assert all(job in session and job not in session.new for job in jobs)  # persistent, already flushed
@@ -65,20 +65,20 @@ def test_insert_returns_session_jobs_in_order_with_db_clock_times(backend: Backe
             assert job.visible_at - job.created_at == timedelta(minutes=3)
         session.rollback()
     with engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(backend.models.jobs_table)).scalar() == 0
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.jobs_table)).scalar() == 0
 
 
-def test_insert_keeps_run_at_exactly(backend: Backend, engine: sa.Engine) -> None:
+def test_insert_keeps_run_at_exactly(models: Models, engine: sa.Engine) -> None:
     at = datetime(2031, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=5)))
     with Session(engine) as session:
-        [job] = backend.insert_jobs(session, InsertParams(jobs=[new_job()], run_at=at))
+        [job] = enqueue_store.insert_jobs(models, session, InsertParams(jobs=[new_job()], run_at=at))
         assert job.visible_at == at and job.created_at < at
 
 
 @pytest.mark.parametrize("kinds", [["a", "b", "a"], ["a"]], ids=["many", "one"])  # one job: the VALUES form
-def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backend, engine: sa.Engine,
+def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(models: Models, engine: sa.Engine,
                                                                   kinds: list[str]) -> None:
-    channel = backend.models.names.channel
+    channel = models.names.channel
     listener = drivers.listen(engine, [channel])  # this engine's driver, through the adapter
     statements: list[str] = []
 
@@ -90,7 +90,7 @@ def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backe
             session.execute(sa.select(1))
             sa.event.listen(engine, "before_cursor_execute", record)
             try:
-                jobs = backend.insert_jobs(session, InsertParams(jobs=[new_job(k) for k in kinds],
+                jobs = enqueue_store.insert_jobs(models, session, InsertParams(jobs=[new_job(k) for k in kinds],
                                                                  notify_channel=channel))
             finally:
                 sa.event.remove(engine, "before_cursor_execute", record)
@@ -108,9 +108,9 @@ def test_insert_is_one_round_trip_and_its_notify_waits_for_commit(backend: Backe
         listener.close()
 
 
-def test_insert_without_a_channel_sends_no_notify(backend: Backend, engine: sa.Engine) -> None:
+def test_insert_without_a_channel_sends_no_notify(models: Models, engine: sa.Engine) -> None:
     with Session(engine) as session:
-        backend.insert_jobs(session, InsertParams(jobs=[new_job()]))
+        enqueue_store.insert_jobs(models, session, InsertParams(jobs=[new_job()]))
         queued = session.execute(sa.text("SELECT pg_notification_queue_usage()")).scalar_one()
         session.commit()
     assert queued == 0
@@ -118,10 +118,10 @@ def test_insert_without_a_channel_sends_no_notify(backend: Backend, engine: sa.E
 
 # -- insert_rows ------------------------------------------------------------------------------------
 
-def test_insert_rows_writes_what_insert_jobs_writes_and_loads_nothing(backend: Backend, engine: sa.Engine) -> None:
-    channel = backend.models.names.channel
+def test_insert_rows_writes_what_insert_jobs_writes_and_loads_nothing(models: Models, engine: sa.Engine) -> None:
+    channel = models.names.channel
     listener = drivers.listen(engine, [channel])
-    table = backend.models.jobs_table
+    table = models.jobs_table
     statements: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -129,11 +129,12 @@ def test_insert_rows_writes_what_insert_jobs_writes_and_loads_nothing(backend: B
 
     try:
         with Session(engine) as session:
-            reference = backend.insert_jobs(session, InsertParams(jobs=[new_job("a", n=0)], delay=timedelta(1)))
+            reference = enqueue_store.insert_jobs(models, session,
+                                                  InsertParams(jobs=[new_job("a", n=0)], delay=timedelta(1)))
             session.expunge_all()
             sa.event.listen(engine, "before_cursor_execute", record)
             try:
-                backend.insert_rows(session, InsertParams(jobs=NewJobColumns(
+                enqueue_store.insert_rows(models, session, InsertParams(jobs=NewJobColumns(
                     ids=[new_job_id(), new_job_id()], kinds=["a", "b"], payloads=[{"n": 1}, {"n": 2}],
                     priorities=[1, 2], dedup_keys=[None, "d"]), delay=timedelta(1), notify_channel=channel))
             finally:
@@ -158,30 +159,30 @@ def test_insert_rows_writes_what_insert_jobs_writes_and_loads_nothing(backend: B
     assert all(row["visible_at"] - row["created_at"] == timedelta(1) for row in got)
 
 
-def test_insert_rows_rollback_leaves_nothing(backend: Backend, engine: sa.Engine) -> None:
+def test_insert_rows_rollback_leaves_nothing(models: Models, engine: sa.Engine) -> None:
     with Session(engine) as session:
-        backend.insert_rows(session, InsertParams(jobs=NewJobColumns.of([new_job(), new_job()])))
+        enqueue_store.insert_rows(models, session, InsertParams(jobs=NewJobColumns.of([new_job(), new_job()])))
         session.rollback()
     with engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(backend.models.jobs_table)).scalar() == 0
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.jobs_table)).scalar() == 0
 
 
 # -- lock_dedup ---------------------------------------------------------------------------------------
 
-def test_lock_dedup_holds_each_key_until_the_transaction_ends(backend: Backend, engine: sa.Engine) -> None:
-    prefix = backend.models.prefix
+def test_lock_dedup_holds_each_key_until_the_transaction_ends(models: Models, engine: sa.Engine) -> None:
+    prefix = models.prefix
     keys = [("k", "one"), ("k", "two")]
     held = [dedup_lock_key(prefix, kind, key) for kind, key in keys]
     other = dedup_lock_key(prefix, "k", "three")
     with Session(engine) as session:
-        backend.lock_dedup(session, DedupLockParams(keys=keys))
+        enqueue_store.lock_dedup_keys(models, session, DedupLockParams(keys=keys))
         assert [try_lock(engine, key) for key in held] == [False, False]
         assert try_lock(engine, other)
         session.rollback()
     assert [try_lock(engine, key) for key in held] == [True, True]
 
 
-def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Engine) -> None:
+def test_lock_dedup_makes_a_second_session_wait(models: Models, engine: sa.Engine) -> None:
     params = DedupLockParams(keys=[("k", "one")])
     done = threading.Event()
     errors_seen: list[BaseException] = []
@@ -189,18 +190,18 @@ def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Eng
     def second() -> None:
         try:
             with Session(engine) as session:
-                backend.lock_dedup(session, params)
+                enqueue_store.lock_dedup_keys(models, session, params)
                 done.set()
                 session.rollback()
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors_seen.append(exc)
 
-    key = dedup_lock_key(backend.models.prefix, "k", "one") & 0xFFFF_FFFF_FFFF_FFFF
+    key = dedup_lock_key(models.prefix, "k", "one") & 0xFFFF_FFFF_FFFF_FFFF
     waiting = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
                       " AND classid::text::bigint = :hi AND objid::text::bigint = :lo AND objsubid = 1"
                       ).bindparams(hi=key >> 32, lo=key & 0xFFFF_FFFF)
     with Session(engine) as first:
-        backend.lock_dedup(first, params)
+        enqueue_store.lock_dedup_keys(models, first, params)
         thread = threading.Thread(target=second)
         thread.start()
         with engine.connect() as watcher:
@@ -212,18 +213,18 @@ def test_lock_dedup_makes_a_second_session_wait(backend: Backend, engine: sa.Eng
 
 
 @pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
-def test_lock_dedup_refuses_a_stricter_isolation_and_takes_no_lock(backend: Backend, engine: sa.Engine,
+def test_lock_dedup_refuses_a_stricter_isolation_and_takes_no_lock(models: Models, engine: sa.Engine,
                                                                    isolation: str) -> None:
     with Session(engine.execution_options(isolation_level=isolation)) as session:
         with pytest.raises(errors.UnsupportedIsolation, match=isolation):
-            backend.lock_dedup(session, DedupLockParams(keys=[("k", "one")]))
-        assert try_lock(engine, dedup_lock_key(backend.models.prefix, "k", "one"))
+            enqueue_store.lock_dedup_keys(models, session, DedupLockParams(keys=[("k", "one")]))
+        assert try_lock(engine, dedup_lock_key(models.prefix, "k", "one"))
 
 
 # -- find_merge_target ------------------------------------------------------------------------------------
 
-def test_merge_target_is_the_oldest_pending_never_claimed_or_terminal(backend: Backend, engine: sa.Engine) -> None:
-    models = backend.models
+def test_merge_target_is_the_oldest_pending_never_claimed_or_terminal(models: Models, engine: sa.Engine) -> None:
+    models = models
     with Session(engine) as session, session.begin():
         JobFactory, _ = factories_for(models, session)
         for state in ("claimed", "expired", "completed", "dead"):  # older than every pending one
@@ -233,13 +234,14 @@ def test_merge_target_is_the_oldest_pending_never_claimed_or_terminal(backend: B
         oldest = JobFactory(kind="k", dedup_key="d", created_at=sa.func.now() - timedelta(hours=1)).id
         JobFactory(kind="k", dedup_key="d", scheduled=True)
     with Session(engine) as session:
-        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        target = enqueue_store.oldest_pending_sibling(models, session, MergeTargetParams(kind="k", dedup_key="d"))
         assert target is not None and target.id == oldest and target in session
-        assert backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="none")) is None
+        assert enqueue_store.oldest_pending_sibling(models, session,
+                                                    MergeTargetParams(kind="k", dedup_key="none")) is None
 
 
-def test_merge_target_is_row_locked_and_reloaded(backend: Backend, engine: sa.Engine) -> None:
-    models = backend.models
+def test_merge_target_is_row_locked_and_reloaded(models: Models, engine: sa.Engine) -> None:
+    models = models
     with Session(engine) as session, session.begin():
         JobFactory, _ = factories_for(models, session)
         job_id = JobFactory(kind="k", dedup_key="d", payload={"v": 1}).id
@@ -249,7 +251,7 @@ def test_merge_target_is_row_locked_and_reloaded(backend: Backend, engine: sa.En
         with engine.begin() as conn:  # another transaction changes the row
             conn.execute(sa.update(models.jobs_table).where(models.jobs_table.c.id == job_id)
                          .values(payload={"v": 2}))
-        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        target = enqueue_store.oldest_pending_sibling(models, session, MergeTargetParams(kind="k", dedup_key="d"))
         assert target is stale and target.payload == {"v": 2}
         with engine.connect() as other, pytest.raises(OperationalError, match="could not obtain lock"):
             other.execute(sa.select(models.jobs_table.c.id).where(models.jobs_table.c.id == job_id)
@@ -258,15 +260,15 @@ def test_merge_target_is_row_locked_and_reloaded(backend: Backend, engine: sa.En
 
 # -- record_merges ----------------------------------------------------------------------------------------
 
-def test_record_merges_writes_payload_and_one_journal_row_per_note(backend: Backend, engine: sa.Engine) -> None:
-    models = backend.models
+def test_record_merges_writes_payload_and_one_journal_row_per_note(models: Models, engine: sa.Engine) -> None:
+    models = models
     with Session(engine) as session, session.begin():
         JobFactory, _ = factories_for(models, session)
         job_id = JobFactory(kind="k", dedup_key="d", payload={"v": 1}, run_count=2).id
     with Session(engine) as session, session.begin():
-        target = backend.find_merge_target(session, MergeTargetParams(kind="k", dedup_key="d"))
+        target = enqueue_store.oldest_pending_sibling(models, session, MergeTargetParams(kind="k", dedup_key="d"))
         assert target is not None
-        backend.record_merges(session, RecordMergesParams(
+        enqueue_store.record_merges(models, session, RecordMergesParams(
             merges=[MergeWrite(target=target, payload={"v": 3}, notes=("first", "second"))]))
         assert not session.new and not session.dirty  # flushed
     journal = models.journal_table

@@ -21,8 +21,12 @@ from factories import db_now, factories_for
 from sqlalchemy.orm import Session
 
 from venturi_sa import Models
+from venturi_sa.storage import admin as admin_store
+from venturi_sa.storage import cleanup as cleanup_store
+from venturi_sa.storage import history as history_store
+from venturi_sa.storage import stats as stats_store
+from venturi_sa.storage import timeouts as timeouts_store
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
-from venturi_sa.storage.backend import Backend
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 from venturi_sa.storage.faults import sqlstate
 from venturi_sa.storage.history import HistoryParams, JobParams
@@ -63,13 +67,13 @@ def ids(rows: Any) -> list[str]:
 
 # -- job_row / journal_rows ----------------------------------------------------------------
 
-def test_job_row_is_the_whole_row_or_none(engine: sa.Engine, models: Models, backend: Backend,
+def test_job_row_is_the_whole_row_or_none(engine: sa.Engine, models: Models,
                                           runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         job_id = Job(claimed=True, kind="send", payload={"to": "a@b"}, dedup_key="k").id
     with runner() as r:
-        row = backend.job_row(r, JobParams(job_id=job_id))
-        missing = backend.job_row(r, JobParams(job_id="01J00000000000000000000000"))
+        row = history_store.fetch_job(models, r, JobParams(job_id=job_id))
+        missing = history_store.fetch_job(models, r, JobParams(job_id="01J00000000000000000000000"))
     assert missing is None
     assert row is not None
     assert tuple(row._mapping) == tuple(c.name for c in models.jobs_table.c)
@@ -79,7 +83,7 @@ def test_job_row_is_the_whole_row_or_none(engine: sa.Engine, models: Models, bac
 
 
 def test_job_view_is_the_row_the_fire_that_inserted_it_and_its_time_limit(
-        engine: sa.Engine, models: Models, backend: Backend, runner: OpenRunner) -> None:
+        engine: sa.Engine, models: Models, runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         fired_id, plain_id = Job(kind="report").id, Job(kind="report").id
     fire_at = datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)
@@ -90,10 +94,10 @@ def test_job_view_is_the_row_the_fire_that_inserted_it_and_its_time_limit(
         conn.execute(sa.insert(models.fires_table).values(schedule="nightly", fire_at=fire_at, job_id=fired_id,
                                                           fired_at=fire_at + timedelta(seconds=1)))
     with runner() as r:
-        backend.set_timeouts(r, TimeoutsParams(job_ids=[fired_id], timeout=timedelta(minutes=2)))
-        fired = backend.job_view(r, JobParams(job_id=fired_id))
-        plain = backend.job_view(r, JobParams(job_id=plain_id))
-        missing = backend.job_view(r, JobParams(job_id="01J00000000000000000000000"))
+        timeouts_store.set_timeouts(models, r, TimeoutsParams(job_ids=[fired_id], timeout=timedelta(minutes=2)))
+        fired = history_store.fetch_job_view(models, r, JobParams(job_id=fired_id))
+        plain = history_store.fetch_job_view(models, r, JobParams(job_id=plain_id))
+        missing = history_store.fetch_job_view(models, r, JobParams(job_id="01J00000000000000000000000"))
     assert missing is None and fired is not None and plain is not None
     columns = tuple(c.name for c in models.jobs_table.c)
     assert tuple(fired._mapping) == (*columns, "fire_schedule", "fire_at", "fired_at", "timeout")
@@ -105,7 +109,7 @@ def test_job_view_is_the_row_the_fire_that_inserted_it_and_its_time_limit(
         plain_id, None, None, None, None)
 
 
-def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: Models, backend: Backend,
+def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: Models,
                                                     runner: OpenRunner) -> None:
     with built(engine, models) as (Job, Entry):
         mine, other, quiet = Job(completed=True, run_count=3), Job(completed=True), Job()
@@ -114,9 +118,9 @@ def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: M
         Entry(job=other)
         mine_id, quiet_id = mine.id, quiet.id
     with runner() as r:
-        entries = backend.journal_rows(r, JobParams(job_id=mine_id))
-        none_yet = backend.journal_rows(r, JobParams(job_id=quiet_id))
-        unknown = backend.journal_rows(r, JobParams(job_id="01J00000000000000000000000"))
+        entries = history_store.fetch_journal(models, r, JobParams(job_id=mine_id))
+        none_yet = history_store.fetch_journal(models, r, JobParams(job_id=quiet_id))
+        unknown = history_store.fetch_journal(models, r, JobParams(job_id="01J00000000000000000000000"))
     assert [(e.run_no, e.outcome, e.note) for e in entries] == [
         (1, "retried", "run 1"), (2, "paused", "run 2"), (3, "completed", "run 3")]
     assert [e.id for e in entries] == sorted(e.id for e in entries)
@@ -128,7 +132,7 @@ def test_journal_rows_are_the_jobs_own_oldest_first(engine: sa.Engine, models: M
 # -- history_page ----------------------------------------------------------------------------
 
 def test_history_page_walks_created_at_then_id_descending(engine: sa.Engine, models: Models,
-                                                          backend: Backend, runner: OpenRunner) -> None:
+                                                          runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         made = [Job(created_at=db_now(-timedelta(minutes=m))).id for m in (5, 1, 3, 4, 2)]
         tied = [Job(created_at=db_now(-timedelta(minutes=10))).id for _ in range(3)]
@@ -140,7 +144,7 @@ def test_history_page_walks_created_at_then_id_descending(engine: sa.Engine, mod
     after: tuple[datetime, str] | None = None
     with runner() as r:
         while True:
-            page = backend.history_page(r, HistoryParams(limit=3, after=after))
+            page = history_store.fetch_history(models, r, HistoryParams(limit=3, after=after))
             assert len(page) <= 4  # limit + 1: the extra row only says "more follow"
             walked += ids(page[:3])
             if len(page) <= 3:
@@ -149,7 +153,7 @@ def test_history_page_walks_created_at_then_id_descending(engine: sa.Engine, mod
     assert walked == expected
 
 
-def test_history_page_filters(engine: sa.Engine, models: Models, backend: Backend,
+def test_history_page_filters(engine: sa.Engine, models: Models,
                               runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         a3 = Job(kind="a", completed=True, finished_at=db_now(-timedelta(hours=3))).id
@@ -161,7 +165,7 @@ def test_history_page_filters(engine: sa.Engine, models: Models, backend: Backen
 
     def page(**filters: Any) -> set[str]:
         with runner() as r:
-            return set(ids(backend.history_page(r, HistoryParams(limit=100, **filters))))
+            return set(ids(history_store.fetch_history(models, r, HistoryParams(limit=100, **filters))))
 
     assert page() == {a3, a2, b1, dead, pending, claimed}
     assert page(statuses=("completed",)) == {a3, a2, b1}
@@ -176,7 +180,7 @@ def test_history_page_filters(engine: sa.Engine, models: Models, backend: Backen
 # -- stats -----------------------------------------------------------------------------------
 
 def test_stats_counts_eligible_scheduled_and_expired_leases(engine: sa.Engine, models: Models,
-                                                            backend: Backend, runner: OpenRunner) -> None:
+                                                            runner: OpenRunner) -> None:
     with built(engine, models) as (Job, _):
         Job(kind="a", visible_at=db_now(-timedelta(minutes=5)))
         Job(kind="a")
@@ -187,7 +191,7 @@ def test_stats_counts_eligible_scheduled_and_expired_leases(engine: sa.Engine, m
         Job(kind="a", completed=True)
         Job(kind="c", dead=True)
     with runner() as r:
-        raw = backend.stats(r, StatsParams())
+        raw = stats_store.read_stats(models, r, StatsParams())
         now = r.execute(sa.select(sa.func.now())).scalar_one()
     assert raw.as_of == now  # the transaction's clock
     assert sorted(raw.counts) == [("claimed", "b", 3), ("completed", "a", 1), ("dead", "c", 1),
@@ -199,17 +203,17 @@ def test_stats_counts_eligible_scheduled_and_expired_leases(engine: sa.Engine, m
     assert list(raw.expired) == [("b", 2)]
 
 
-def test_stats_of_an_empty_queue(backend: Backend, runner: OpenRunner) -> None:
+def test_stats_of_an_empty_queue(models: Models, runner: OpenRunner) -> None:
     with runner() as r:
-        raw = backend.stats(r, StatsParams())
+        raw = stats_store.read_stats(models, r, StatsParams())
     assert (list(raw.counts), list(raw.pending), list(raw.expired)) == ([], [], [])
 
 
 # -- cleanup_cutoff / cleanup_count / cleanup_batch ------------------------------------------------
 
-def test_cleanup_cutoff_is_the_database_clock_minus_older_than(backend: Backend, runner: OpenRunner) -> None:
+def test_cleanup_cutoff_is_the_database_clock_minus_older_than(models: Models, runner: OpenRunner) -> None:
     with runner() as r:
-        cutoff = backend.cleanup_cutoff(r, CutoffParams(older_than=timedelta(days=7)))
+        cutoff = cleanup_store.db_cutoff(r, CutoffParams(older_than=timedelta(days=7)))
         now = r.execute(sa.select(sa.func.now())).scalar_one()
     assert cutoff == now - timedelta(days=7)
     assert cutoff.tzinfo is not None
@@ -243,13 +247,13 @@ def _cutoff(engine: sa.Engine) -> datetime:
     return value
 
 
-def test_cleanup_count_matches_only_old_terminal_rows(engine: sa.Engine, models: Models, backend: Backend,
+def test_cleanup_count_matches_only_old_terminal_rows(engine: sa.Engine, models: Models,
                                                       runner: OpenRunner, retained: dict[str, str]) -> None:
     cutoff = _cutoff(engine)
 
     def count(**filters: Any) -> int:
         with runner() as r:
-            return backend.cleanup_count(r, CleanupParams(cutoff=cutoff, batch_size=1, **filters))
+            return cleanup_store.count_matching(models, r, CleanupParams(cutoff=cutoff, batch_size=1, **filters))
 
     assert count() == 6  # 4 old completed + old dead + old sms; never recent or live ones
     assert count(statuses=("dead",)) == 1
@@ -258,13 +262,12 @@ def test_cleanup_count_matches_only_old_terminal_rows(engine: sa.Engine, models:
     assert len(rows_of(engine, models.jobs_table)) == len(retained)  # counting deleted nothing
 
 
-def test_cleanup_batch_is_bounded_oldest_first_and_cascades(engine: sa.Engine, models: Models,
-                                                            backend: Backend, runner: OpenRunner,
+def test_cleanup_batch_is_bounded_oldest_first_and_cascades(engine: sa.Engine, models: Models, runner: OpenRunner,
                                                             retained: dict[str, str]) -> None:
     finished = {r.id: r.finished_at for r in rows_of(engine, models.jobs_table)}
     params = CleanupParams(cutoff=_cutoff(engine), statuses=("completed",), kind="mail", batch_size=3)
     with runner() as r:
-        deleted, newest = backend.cleanup_batch(r, params)
+        deleted, newest = cleanup_store.delete_batch(models, r, params)
     assert deleted == 3
     left = set(ids(rows_of(engine, models.jobs_table)))
     assert set(retained.values()) - left == {retained[f"old_completed_{i}"] for i in (1, 2, 3)}  # oldest
@@ -272,23 +275,23 @@ def test_cleanup_batch_is_bounded_oldest_first_and_cascades(engine: sa.Engine, m
     assert {e.job_id for e in rows_of(engine, models.journal_table)} == left  # the journal went along
 
     with runner() as r:
-        deleted, last = backend.cleanup_batch(r, CleanupParams(
+        deleted, last = cleanup_store.delete_batch(models, r, CleanupParams(
             cutoff=params.cutoff, statuses=params.statuses, kind=params.kind, batch_size=3, floor=newest))
-        again = backend.cleanup_batch(r, params)
+        again = cleanup_store.delete_batch(models, r, params)
     assert (deleted, last) == (1, finished[retained["old_completed_0"]])
     assert again == (0, None)
     kept = {retained[n] for n in ("pending", "claimed", "expired", "recent", "old_dead", "old_sms")}
     assert set(ids(rows_of(engine, models.jobs_table))) == kept
 
 
-def test_cleanup_batch_skips_rows_locked_elsewhere(engine: sa.Engine, models: Models, backend: Backend,
+def test_cleanup_batch_skips_rows_locked_elsewhere(engine: sa.Engine, models: Models,
                                                    runner: OpenRunner, retained: dict[str, str]) -> None:
     locked = retained["old_dead"]
     params = CleanupParams(cutoff=_cutoff(engine), batch_size=100)
     with engine.connect() as holder:
         holder.execute(sa.select(models.Job.id).where(models.Job.id == locked).with_for_update())
         with runner() as r:
-            deleted, _ = backend.cleanup_batch(r, params)
+            deleted, _ = cleanup_store.delete_batch(models, r, params)
         holder.rollback()
     assert deleted == 5
     assert locked in ids(rows_of(engine, models.jobs_table))
@@ -308,12 +311,12 @@ def _one(engine: sa.Engine, models: Models, state: str) -> str:
 
 @pytest.mark.parametrize(("action", "state"), [(REQUEUE, "dead"), (KILL, "pending"), (RELEASE, "claimed"),
                                                (RELEASE, "expired")])
-def test_admin_apply_transitions_and_journals(engine: sa.Engine, models: Models, backend: Backend,
+def test_admin_apply_transitions_and_journals(engine: sa.Engine, models: Models,
                                               runner: OpenRunner, action: AdminAction, state: str) -> None:
     job_id = _one(engine, models, state)
     before = job(engine, models, job_id)
     with runner() as r:
-        result = backend.admin_apply(r, AdminParams(job_id=job_id, action=action, note="ticket 7"))
+        result = admin_store.apply(models, r, AdminParams(job_id=job_id, action=action, note="ticket 7"))
         now = r.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
     assert result.applied and result.job is not None
     after = job(engine, models, job_id)
@@ -333,7 +336,7 @@ def test_admin_apply_transitions_and_journals(engine: sa.Engine, models: Models,
 
 
 @pytest.mark.parametrize("action", [REQUEUE, KILL, RELEASE], ids=lambda a: a.name)
-def test_admin_apply_is_guarded_by_status(engine: sa.Engine, models: Models, backend: Backend,
+def test_admin_apply_is_guarded_by_status(engine: sa.Engine, models: Models,
                                           runner: OpenRunner, action: AdminAction) -> None:
     for state in STARTS:
         if state == action.from_status.value or (action is RELEASE and state == "expired"):
@@ -341,20 +344,20 @@ def test_admin_apply_is_guarded_by_status(engine: sa.Engine, models: Models, bac
         job_id = _one(engine, models, state)
         before = job(engine, models, job_id)
         with runner() as r:
-            result = backend.admin_apply(r, AdminParams(job_id=job_id, action=action))
+            result = admin_store.apply(models, r, AdminParams(job_id=job_id, action=action))
         assert not result.applied, state
         assert result.job is not None and dict(result.job._mapping) == dict(before._mapping)
         assert dict(job(engine, models, job_id)._mapping) == dict(before._mapping)
         assert journal_of(engine, models, job_id) == []
 
 
-def test_admin_apply_on_an_unknown_job(backend: Backend, runner: OpenRunner) -> None:
+def test_admin_apply_on_an_unknown_job(models: Models, runner: OpenRunner) -> None:
     with runner() as r:
-        result = backend.admin_apply(r, AdminParams(job_id="01J00000000000000000000000", action=KILL))
+        result = admin_store.apply(models, r, AdminParams(job_id="01J00000000000000000000000", action=KILL))
     assert (result.job, result.applied) == (None, False)
 
 
-def test_admin_apply_never_commits(engine: sa.Engine, models: Models, backend: Backend,
+def test_admin_apply_never_commits(engine: sa.Engine, models: Models,
                                    runner: OpenRunner) -> None:
     job_id = _one(engine, models, "pending")
 
@@ -362,7 +365,7 @@ def test_admin_apply_never_commits(engine: sa.Engine, models: Models, backend: B
         pass
 
     with pytest.raises(Abort), runner() as r:
-        assert backend.admin_apply(r, AdminParams(job_id=job_id, action=KILL)).applied
+        assert admin_store.apply(models, r, AdminParams(job_id=job_id, action=KILL)).applied
         raise Abort
     assert job(engine, models, job_id).status == "pending"
     assert journal_of(engine, models, job_id) == []
@@ -370,12 +373,12 @@ def test_admin_apply_never_commits(engine: sa.Engine, models: Models, backend: B
 
 @pytest.mark.parametrize("action", [KILL, RELEASE], ids=lambda a: a.name)
 def test_admin_apply_holds_the_row_lock_until_the_transaction_ends(
-        engine: sa.Engine, models: Models, backend: Backend, runner: OpenRunner, action: AdminAction) -> None:
+        engine: sa.Engine, models: Models, runner: OpenRunner, action: AdminAction) -> None:
     """Applied (KILL on pending) or refused (RELEASE on pending), the row stays locked until commit."""
     job_id = _one(engine, models, "pending")
     nowait = sa.select(models.Job.id).where(models.Job.id == job_id).with_for_update(nowait=True)
     with runner() as r:
-        backend.admin_apply(r, AdminParams(job_id=job_id, action=action))
+        admin_store.apply(models, r, AdminParams(job_id=job_id, action=action))
         with engine.connect() as other:
             with pytest.raises(sa.exc.OperationalError) as locked:
                 other.execute(nowait)

@@ -12,7 +12,7 @@ from factories import factories_for
 from sqlalchemy.orm import Session
 
 from venturi_sa import Models
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage import history as history_store
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import Runner
 
@@ -29,7 +29,7 @@ def opened(engine: sa.Engine, kind: str) -> Iterator[Runner]:
 
 @pytest.mark.parametrize("runner_kind", ["session", "connection"])
 def test_job_result_is_the_status_and_the_last_completed_attachment(
-        engine: sa.Engine, models: Models, backend: Backend, runner_kind: str) -> None:
+        engine: sa.Engine, models: Models, runner_kind: str) -> None:
     with Session(engine) as session:
         Job, Entry = factories_for(models, session)
         done = Job(completed=True, run_count=2)
@@ -41,8 +41,8 @@ def test_job_result_is_the_status_and_the_last_completed_attachment(
         ids = done.id, bare.id, waiting.id
         session.commit()
     with opened(engine, runner_kind) as r:
-        rows: list[Any] = [backend.job_result(r, JobParams(job_id=i)) for i in ids]
-        missing = backend.job_result(r, JobParams(job_id="01J00000000000000000000000"))
+        rows: list[Any] = [history_store.fetch_result(models, r, JobParams(job_id=i)) for i in ids]
+        missing = history_store.fetch_result(models, r, JobParams(job_id="01J00000000000000000000000"))
     assert missing is None
     assert [(row.status, row.result) for row in rows] == [("completed", {"sum": 3}), ("completed", None),
                                                           ("pending", None)]

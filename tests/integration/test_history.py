@@ -14,8 +14,7 @@ from ops_support import counted, factory_session
 from venturi_sa import InvalidOption, JobNotFound, JobView, Queue
 from venturi_sa.ops import JobInfo
 from venturi_sa.ops.history import encode_cursor
-from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.timeouts import TimeoutsParams
+from venturi_sa.storage.timeouts import TimeoutsParams, set_timeouts
 
 
 @pytest.fixture
@@ -73,7 +72,7 @@ def test_get_job_reads_a_job_view_in_one_statement_and_listings_plain_job_infos(
     with factory_session(engine, models) as (Job, _):
         limited, plain = Job(kind="report").id, Job(kind="report").id
     with engine.begin() as conn:
-        backend_for(models).set_timeouts(conn, TimeoutsParams(job_ids=[limited], timeout=timedelta(minutes=2)))
+        set_timeouts(models, conn, TimeoutsParams(job_ids=[limited], timeout=timedelta(minutes=2)))
     with counted(engine) as statements:
         view = queue.get_job(engine, limited)
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1, statements

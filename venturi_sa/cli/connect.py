@@ -30,6 +30,7 @@ from venturi_sa.cli.options import DEFAULTED_META
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import make_models
 from venturi_sa.queue import Queue
+from venturi_sa.storage.backend import ping as ping_database
 from venturi_sa.storage.catalog import queue_prefixes
 from venturi_sa.storage.drivers import DEFAULT_SYNC, DRIVERS, Driver
 
@@ -159,7 +160,7 @@ def ping(engine: sa.Engine) -> None:
     """Raise a one-line :class:`CliError` if the database cannot be reached."""
     try:
         with engine.connect() as connection:
-            connection.execute(sa.select(1))
+            ping_database(connection)
     except OperationalError as exc:
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
 

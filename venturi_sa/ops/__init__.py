@@ -8,7 +8,7 @@ edit), :mod:`~venturi_sa.ops.explain`, the records they return
 (:mod:`~venturi_sa.ops.records`) and the short transaction they all run in
 (:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
 opens its own short transactions, never the application's session; all SQL
-goes through the storage seam (:func:`venturi_sa.storage.backend.backend_for`).
+is in its topic module of :mod:`venturi_sa.storage` (``storage.history``, ``storage.cleanup``, ...).
 The public entry points are the methods of
 :class:`~venturi_sa.ops.face.Operations` (``queue.<action>(engine, ...)``;
 :class:`~venturi_sa.Queue` inherits them), whose ``*_async`` twins

@@ -20,8 +20,8 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
+from venturi_sa.storage import admin as admin_store
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
-from venturi_sa.storage.backend import backend_for
 from venturi_sa.task import Registry
 
 _HINTS = {
@@ -37,7 +37,7 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
-        result = backend_for(models).admin_apply(session, params)
+        result = admin_store.apply(models, session, params)
         if result.job is None:
             raise job_not_found(models, job_id)
         if not result.applied:

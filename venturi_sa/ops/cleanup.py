@@ -20,7 +20,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.options import aware, statuses
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import TERMINAL
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import cleanup as cleanup_store
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 
 
@@ -48,24 +48,23 @@ def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidOption(f"cleanup batch_size must be a positive integer, got {batch_size!r}")
     cutoff = aware("before", before)
-    backend = backend_for(models)
     if cutoff is None:
         with short_transaction(models, engine) as session:
-            cutoff = backend.cleanup_cutoff(session, CutoffParams(older_than=older_than or timedelta(0)))
+            cutoff = cleanup_store.db_cutoff(session, CutoffParams(older_than=older_than or timedelta(0)))
     params = CleanupParams(cutoff=cutoff, statuses=chosen, kind=kind, batch_size=batch_size)
     if dry_run:
         with short_transaction(models, engine) as session:
-            return backend.cleanup_count(session, params)
+            return cleanup_store.count_matching(models, session, params)
     return _delete_in_batches(models, engine, params, progress)
 
 
 def _delete_in_batches(models: Models, engine: sa.Engine, params: CleanupParams,
                        progress: Callable[[int], None] | None) -> int:
     """Commit one batch at a time until a batch comes back short; returns the total deleted."""
-    backend, total = backend_for(models), 0
+    total = 0
     while True:
         with short_transaction(models, engine) as session:
-            deleted, newest = backend.cleanup_batch(session, params)
+            deleted, newest = cleanup_store.delete_batch(models, session, params)
         params = replace(params, floor=newest or params.floor)
         total += deleted
         if deleted and progress is not None:

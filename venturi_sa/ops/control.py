@@ -27,7 +27,8 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo, jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import control as control_store
+from venturi_sa.storage import history as history_store
 from venturi_sa.storage.control import PATTERN_MARK, CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import NOTE_LIMIT, Runner
@@ -69,7 +70,7 @@ def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, act
     """Cancel one job in ``runner``'s transaction (see :func:`cancel`)."""
     params = CancelParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                   note=check_text(note, "note"))
-    result = backend_for(models).cancel(runner, params)
+    result = control_store.cancel(models, runner, params)
     if result.job is None:
         raise job_not_found(models, job_id)
     if result.done:
@@ -111,7 +112,7 @@ def cancel_kind(models: Models, engine: sa.Engine, kind: str, note: str | None =
     """Cancel every pending or claimed job of ``kind`` (up to ``limit``), in one transaction."""
     check_text(kind, "kind", required=True)
     with short_transaction(models, engine) as session:
-        ids = backend_for(models).cancel_candidates(session, kind, limit)
+        ids = control_store.non_terminal_ids(models, session, kind=kind, limit=limit)
         done = []
         for job_id in ids:
             try:
@@ -176,7 +177,7 @@ def pause(models: Models, engine: sa.Engine, kind: str, *, reason: str | None = 
     params = PauseParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor,
                                  reason=check_text(reason, "reason"), until=until, delay=delay)
     with short_transaction(models, engine) as session:
-        row = backend_for(models).pause_kind(session, params)
+        row = control_store.pause(models, session, params)
         if row is None:
             raise InvalidOption(f"until {until.isoformat() if until else until} is not in the future")
         return PauseInfo.of(row)
@@ -192,10 +193,9 @@ def resume(models: Models, engine: sa.Engine, kind: str, actor: str = DEFAULT_AC
     check_pause_kind(kind)
     params = ResumeParams(kind=kind, actor=check_text(actor, "actor", required=True) or actor)
     with short_transaction(models, engine) as session:
-        backend = backend_for(models)
-        row = backend.resume_kind(session, params)
+        row = control_store.resume(models, session, params)
         if row is None:
-            held = backend.pause_of(session, kind)
+            held = control_store.pause_of(models, session, kind)
             hint = f": it is held by the pause of {held.kind!r}, resume that" if held is not None else ""
             raise InvalidTransition(f"kind {kind!r} is not paused in queue {models.prefix!r}{hint}")
         return PauseInfo.of(row)
@@ -204,7 +204,7 @@ def resume(models: Models, engine: sa.Engine, kind: str, actor: str = DEFAULT_AC
 def pauses(models: Models, engine: sa.Engine, *, in_force_only: bool = True) -> list[PauseInfo]:
     """The pauses in force (or, with ``in_force_only=False``, the recent record), newest first."""
     with short_transaction(models, engine) as session:
-        return [PauseInfo.of(r) for r in backend_for(models).pauses(session, in_force_only)]
+        return [PauseInfo.of(r) for r in control_store.pauses(models, session, in_force_only=in_force_only)]
 
 
 # -- edits of pending jobs -------------------------------------------------------------------------------
@@ -252,8 +252,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
     if not changes:
         raise InvalidOption("nothing to edit: give priority, run_at, delay, run_now or payload")
     with short_transaction(models, engine) as session:
-        backend = backend_for(models)
-        found = backend.job_row(session, JobParams(job_id=job_id))
+        found = history_store.fetch_job(models, session, JobParams(job_id=job_id))
         if found is None:
             raise job_not_found(models, job_id)
         stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
@@ -261,7 +260,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,
                                     visible_now=run_now, payload=stored, set_payload=payload is not None,
                                     changes=tuple(changes))
-        result = backend.edit_pending(session, params)
+        result = control_store.edit(models, session, params)
         if result.job is None:
             raise job_not_found(models, job_id)
         if not result.applied:

@@ -25,7 +25,8 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import control as control_store
+from venturi_sa.storage import history as history_store
 from venturi_sa.storage.control import ALL_KINDS, ExplainFacts
 from venturi_sa.storage.history import JobParams
 
@@ -78,10 +79,10 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     Its own time limit is read through the job view (``get_job``'s statement),
     in the same snapshot as the facts.
     """
-    backend = backend_for(models)
     with short_transaction(models, engine, isolation="REPEATABLE READ") as session:
-        view = backend.job_view(session, JobParams(job_id=job_id))
-        facts = backend.explain_facts(session, job_id, activity_window) if view is not None else None
+        view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
+        facts = (control_store.explain_facts(models, session, job_id, activity_window=activity_window)
+                 if view is not None else None)
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job

@@ -25,7 +25,8 @@ from venturi_sa.ops.options import aware, statuses
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import history as history_store
+from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.history import HistoryParams, JobParams
 from venturi_sa.storage.schedules import FireOfParams
 
@@ -42,7 +43,7 @@ def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobView:
     """The job's current row with ``fired_by`` (the schedule fire that inserted it) and ``timeout`` (its own
     time limit), all read in one statement; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
-        row = backend_for(models).job_view(session, JobParams(job_id=job_id))
+        row = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
     if row is None:
         raise job_not_found(models, job_id)
     return job_view_info(row)
@@ -55,7 +56,7 @@ def fired_by(models: Models, engine: sa.Engine, job_id: str) -> FireInfo | None:
     :func:`get_job` (its ``fired_by``) to tell those apart.
     """
     with short_transaction(models, engine) as session:
-        row = backend_for(models).fire_of(session, FireOfParams(job_id=job_id))
+        row = schedules_store.fire_of(models, session, FireOfParams(job_id=job_id))
     return FireInfo(schedule=row.schedule, fire_at=row.fire_at, fired_at=row.fired_at) if row else None
 
 
@@ -67,10 +68,10 @@ def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]
     journal's outcomes are the runs' and the operators'): it is the job's
     ``fired_by`` (:func:`get_job`, :func:`fired_by`).
     """
-    backend, params = backend_for(models), JobParams(job_id=job_id)
+    params = JobParams(job_id=job_id)
     with short_transaction(models, engine) as session:
-        rows = backend.journal_rows(session, params)
-        if not rows and backend.job_row(session, params) is None:
+        rows = history_store.fetch_journal(models, session, params)
+        if not rows and history_store.fetch_job(models, session, params) is None:
             raise job_not_found(models, job_id)
     return [JournalInfo(**r._mapping) for r in rows]
 
@@ -93,7 +94,7 @@ def check_wait(wait: object) -> float | None:
 def result_state(models: Models, engine: sa.Engine, job_id: str) -> tuple[str, Any]:
     """One read of ``(status, result)``; raises ``JobNotFound`` if there is no such job."""
     with short_transaction(models, engine) as session:
-        row = backend_for(models).job_result(session, JobParams(job_id=job_id))
+        row = history_store.fetch_result(models, session, JobParams(job_id=job_id))
     if row is None:
         raise job_not_found(models, job_id)
     return row.status, row.result
@@ -183,7 +184,7 @@ def history(models: Models, engine: sa.Engine, *, status: str | Sequence[str] | 
         finished_before=aware("finished_before", finished_before),
         limit=limit, after=decode_cursor(cursor) if cursor is not None else None)
     with short_transaction(models, engine) as session:
-        rows = backend_for(models).history_page(session, params)
+        rows = history_store.fetch_history(models, session, params)
     items = [JobInfo(**r._mapping) for r in rows[:limit]]
     more = len(rows) > limit
     return Page(items=items, next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None)

@@ -93,7 +93,7 @@ class JobView(JobInfo):
 
 
 def job_view_info(row: Any) -> JobView:
-    """The record of one row of ``Backend.job_view``: the job, the fire that inserted it (if any), its limit."""
+    """One row of ``storage.history.fetch_job_view``: the job, the fire that inserted it (if any), its limit."""
     data = dict(row._mapping)
     schedule, fire_at, fired_at = data.pop("fire_schedule"), data.pop("fire_at"), data.pop("fired_at")
     fired = FireInfo(schedule=schedule, fire_at=fire_at, fired_at=fired_at) if schedule is not None else None
@@ -159,7 +159,7 @@ class ScheduleInfo:
 
 
 def schedule_info(row: Any) -> ScheduleInfo:
-    """The record of one row of ``Backend.schedule_rows``."""
+    """The record of one row of ``storage.schedules.all_schedules``."""
     return ScheduleInfo(name=row.name, kind=row.kind, timing=row.timing, tz=row.tz, catch_up=row.catch_up,
                         overlap=row.overlap, next_at=row.next_at, last_at=row.last_at, last_job=row.last_job,
                         last_status=row.last_status, paused=row.paused, removed=row.removed_at is not None,

@@ -46,12 +46,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from venturi_sa.errors import VenturiError
-from venturi_sa.models import new_job_id
+from venturi_sa.models import Models, new_job_id
 from venturi_sa.periodic.policies import parse_catch_up, select
 from venturi_sa.periodic.timing import parse_spec
 from venturi_sa.storage import schedules as verbs
-from venturi_sa.storage.backend import Backend, backend_for
-from venturi_sa.storage.enqueue import InsertParams, NewJob
+from venturi_sa.storage.enqueue import InsertParams, NewJob, insert_jobs
 from venturi_sa.storage.faults import is_transient
 
 if TYPE_CHECKING:
@@ -80,14 +79,14 @@ class Fired:
     failed: str | None = None  # why the fire was rolled back (the schedule stays due), if it was
 
 
-def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, notify: str | None) -> Fired:
+def _fire_locked(models: Models, session: Session, due: verbs.DueSchedule, notify: str | None) -> Fired:
     """Steps 2-4 for the schedule locked in ``due``, in the caller's transaction."""
     row = due.row
     timing = parse_spec(row.timing, row.tz)
     chosen = select(timing, parse_catch_up(row.catch_up), row.next_at, due.now)
     fire, skipped, next_at = chosen.fire, chosen.skipped, chosen.next_at
     if fire and row.overlap != "allow":
-        if backend.schedule_job_active(session, verbs.JobActiveParams(job_id=row.last_job)):
+        if verbs.job_active(models, session, verbs.JobActiveParams(job_id=row.last_job)):
             if row.overlap == "queue":
                 return Fired(row.name, deferred=True)  # nothing written: the fire time stays due
             fire, skipped = [], skipped + len(fire)
@@ -100,7 +99,7 @@ def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, not
     job_ids: list[str] = []
     if fire:
         planned = [(t, new_job_id()) for t in fire]
-        recorded = backend.record_fires(session, verbs.RecordFiresParams(
+        recorded = verbs.record_fires(models, session, verbs.RecordFiresParams(
             schedule=row.name, fires=[verbs.FireRecord(fire_at=t, job_id=j) for t, j in planned]))
         if len(recorded) < len(planned):  # only possible if next_at was moved back by hand
             logger.warning("schedule %s: %d fire time(s) had fired already; not fired again", row.name,
@@ -109,8 +108,8 @@ def _fire_locked(backend: Backend, session: Session, due: verbs.DueSchedule, not
         job_ids = [j for t, j in planned if t in recorded]
         jobs = [NewJob(id=j, kind=row.kind, payload=row.payload, priority=row.priority) for j in job_ids]
         if jobs:
-            backend.insert_jobs(session, InsertParams(jobs=jobs, notify_channel=notify))
-    moved = backend.advance_schedule(session, verbs.AdvanceParams(
+            insert_jobs(models, session, InsertParams(jobs=jobs, notify_channel=notify))
+    moved = verbs.advance(models, session, verbs.AdvanceParams(
         name=row.name, due=row.next_at, next_at=next_at, last_at=fire[-1] if fire else None,
         last_job=job_ids[-1] if job_ids else None, fired=len(fire), skipped=skipped))
     if not moved:
@@ -141,18 +140,18 @@ def fire_due(queue: Queue, engine: sa.Engine, *, skip: Collection[str] = ()) -> 
     Transient database errors (the server gone), and any error raised before
     a schedule was locked, are raised for the caller to back off.
     """
-    backend, sessions, notify = backend_for(queue.models), _sessions(engine), _channel(queue)
+    models, sessions, notify = queue.models, _sessions(engine), _channel(queue)
     results: list[Fired] = []
     passed: list[str] = list(skip)  # handled in this call, or skipped: not locked again
     while True:
         name = "?"
         try:
             with sessions() as session, session.begin():
-                due = backend.lock_due_schedule(session, verbs.LockDueParams(exclude=passed))
+                due = verbs.lock_due(models, session, verbs.LockDueParams(exclude=passed))
                 if due is None:
                     return results
                 name = due.row.name
-                result = _fire_locked(backend, session, due, notify)
+                result = _fire_locked(models, session, due, notify)
         except SQLAlchemyError as exc:
             if is_transient(exc) or name == "?":
                 raise
@@ -184,19 +183,19 @@ def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
     schedule's last-job columns commit together; the next fire time does not
     move.  ``VenturiError`` if there is no live schedule of that name.
     """
-    backend, sessions = backend_for(queue.models), _sessions(engine)
+    models, sessions = queue.models, _sessions(engine)
     with sessions() as session, session.begin():
-        due = backend.lock_due_schedule(session, verbs.LockDueParams(name=name))
+        due = verbs.lock_due(models, session, verbs.LockDueParams(name=name))
         if due is None or due.row.removed_at is not None:
             raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
         row, job_id = due.row, new_job_id()
-        if not backend.record_fires(session, verbs.RecordFiresParams(
+        if not verbs.record_fires(models, session, verbs.RecordFiresParams(
                 schedule=name, fires=[verbs.FireRecord(fire_at=due.now, job_id=job_id)])):
             raise VenturiError(f"schedule {name!r} fired at this very instant already; run it again")
-        backend.insert_jobs(session, InsertParams(
+        insert_jobs(models, session, InsertParams(
             jobs=[NewJob(id=job_id, kind=row.kind, payload=row.payload, priority=row.priority)],
             notify_channel=_channel(queue)))
-        backend.advance_schedule(session, verbs.AdvanceParams(
+        verbs.advance(models, session, verbs.AdvanceParams(
             name=name, due=None, next_at=None, last_at=due.now, last_job=job_id, fired=1, skipped=0))
     return job_id
 
@@ -204,7 +203,7 @@ def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
 def seconds_until_due(queue: Queue, engine: sa.Engine) -> float | None:
     """Seconds (database clock) until the soonest live schedule is due, or None if there is none."""
     with _sessions(engine)() as session, session.begin():
-        return backend_for(queue.models).seconds_until_schedule(session)
+        return verbs.seconds_until_due(queue.models, session)
 
 
 EventHook = Callable[[str, dict[str, Any]], None]

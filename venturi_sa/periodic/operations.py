@@ -29,7 +29,7 @@ from venturi_sa.ops.records import FireInfo as FireInfo
 from venturi_sa.ops.records import ScheduleInfo, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic.timing import at_or_after, parse_spec
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.schedules import PauseParams
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 def schedule_infos(models: Models, engine: sa.Engine) -> list[ScheduleInfo]:
     """Every stored schedule, removed ones included, by name (read-only)."""
     with short_transaction(models, engine) as session:
-        rows = backend_for(models).schedule_rows(session)
+        rows = schedules_store.all_schedules(models, session)
     return [schedule_info(r) for r in rows]
 
 
@@ -49,15 +49,14 @@ def set_schedule_paused(models: Models, engine: sa.Engine, name: str, paused: bo
     Fire times that passed while paused are not caught up.  ``VenturiError``
     if there is no live schedule of that name.
     """
-    backend = backend_for(models)
     with short_transaction(models, engine) as session:
         next_at = None
         if not paused:
-            row = next((r for r in backend.schedule_rows(session) if r.name == name), None)
+            row = next((r for r in schedules_store.all_schedules(models, session) if r.name == name), None)
             if row is not None:
-                now = backend.reconcile_lock(session)
+                now = schedules_store.reconcile_lock(models, session)
                 next_at = at_or_after(parse_spec(row.timing, row.tz), now)
-        if not backend.set_schedule_paused(session, PauseParams(name=name, paused=paused, next_at=next_at)):
+        if not schedules_store.set_paused(models, session, PauseParams(name=name, paused=paused, next_at=next_at)):
             raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
 
 

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa.periodic.timing import at_or_after
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.schedules import ReconcileParams
 
 if TYPE_CHECKING:
@@ -54,12 +54,12 @@ def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
     Returns what changed; stored schedules of kinds the queue does not
     register are left as they are.
     """
-    backend = backend_for(queue.models)
+    models = queue.models
     report = Reconciled()
     with Session(engine.execution_options(isolation_level="READ COMMITTED")) as session, session.begin():
-        now = backend.reconcile_lock(session)
+        now = schedules_store.reconcile_lock(models, session)
         known = set(queue.registry.kinds)
-        rows = {row.name: row for row in backend.schedule_rows(session)}
+        rows = {row.name: row for row in schedules_store.all_schedules(models, session)}
         insert: list[dict[str, Any]] = []
         update: dict[str, dict[str, Any]] = {}
         for schedule in queue.schedules:
@@ -82,7 +82,8 @@ def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
         declared = {schedule.name for schedule in queue.schedules}
         report.removed.extend(name for name, row in rows.items()
                               if name not in declared and row.removed_at is None and row.kind in known)
-        backend.apply_reconcile(session, ReconcileParams(insert=insert, update=update, remove=report.removed))
+        schedules_store.apply_reconcile(models, session,
+                                        ReconcileParams(insert=insert, update=update, remove=report.removed))
     for name in report.removed:
         logger.warning("schedule %s of queue %s is no longer declared: it stops firing", name, queue.prefix)
     if report.added or report.changed:

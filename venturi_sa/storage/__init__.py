@@ -1,13 +1,21 @@
-"""The storage seam: every SQL statement venturi runs lives in this package.
+"""Every SQL statement venturi runs lives in this package (``tests/unit/architecture`` enforces it).
 
-:mod:`~venturi_sa.storage.backend` defines the :class:`Backend` protocol, one
-verb per state transition (claim, finish_many, renew, recover,
-soonest_visible, insert_jobs, insert_rows, lock_dedup, find_merge_target, record_merges,
-history_page, stats, cleanup_batch, admin_apply, ...), and its SQLAlchemy
-implementation.  Each verb takes a Session or Connection in the caller's
-transaction (it never commits) and one frozen keyword-only params object,
-defined in :mod:`~venturi_sa.storage.params` (the worker's verbs) or beside
-the SQL that uses it (``enqueue``, ``history``, ``stats``, ``cleanup``,
-``admin``).  Nothing outside this package builds queries;
-:mod:`~venturi_sa.storage.faults` says which database errors are transient.
+One module per topic, each function taking the queue's ``Models``, a
+Session or Connection in the caller's transaction (it never commits) and,
+where it has parameters, one frozen keyword-only params object defined
+beside it: ``enqueue``, ``history``, ``stats``, ``cleanup``, ``admin``,
+``control`` (pauses, cancels, edits, explain), ``timeouts``, ``schedules``,
+``on_dead``, ``dashboard`` and ``overview`` (the dashboard's reads),
+``traces``, ``catalog``, ``testing``.  Their callers (enqueue, ``ops``,
+``periodic``, ``web``, ``testing``) call them directly.
+
+The worker's verbs are the seam a second store replaces:
+:mod:`~venturi_sa.storage.backend` defines :class:`Backend` (claim,
+finish_many, renew, recover, soonest_visible, checkpoint, ping; their
+params and records are in :mod:`~venturi_sa.storage.params`) and the
+``Transactions`` they run in, implemented by ``SqlAlchemyBackend`` (the SQL
+of ``claim``, ``outcomes``, ``leases``, ``checkpoint``) and by
+:class:`~venturi_sa.storage.memory.MemoryBackend` (tests only).
+:mod:`~venturi_sa.storage.faults` says which database errors are transient;
+:mod:`~venturi_sa.storage.drivers` holds the only driver-specific code.
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,16 +10,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage.params import Fence, Runner
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpointParams:
-    """Store ``carry`` (JSON, already dumped through the task's schema) on the run named by ``fence``."""
-
-    fence: Fence
-    carry: Any
-
+from venturi_sa.storage.params import CheckpointParams, Runner
 
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 

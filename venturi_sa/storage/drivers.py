@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import VenturiError
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 _CHANNEL = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -88,6 +88,16 @@ def _checked(channels: Sequence[str]) -> list[str]:
 def notify_statement(channel: str, payload: str = "") -> sa.Select[Any]:
     """``SELECT pg_notify(channel, payload)``: delivered when the transaction running it commits."""
     return sa.select(sa.func.pg_notify(sa.literal(channel, sa.Text), sa.literal(payload, sa.Text)))
+
+
+def send_notify(conn: sa.Connection, channel: str, payload: str = "") -> None:
+    """Queue ``NOTIFY channel, payload`` in ``conn``'s transaction (sent when it commits)."""
+    conn.execute(notify_statement(channel, payload))
+
+
+async def send_notify_async(conn: AsyncConnection, channel: str, payload: str = "") -> None:
+    """:func:`send_notify` on an ``AsyncConnection``."""
+    await conn.execute(notify_statement(channel, payload))
 
 
 def driver_of(engine: sa.Engine | AsyncEngine) -> str:
@@ -316,4 +326,6 @@ __all__ = [
     "listen",
     "listen_async",
     "notify_statement",
+    "send_notify",
+    "send_notify_async",
 ]

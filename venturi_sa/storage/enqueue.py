@@ -1,6 +1,6 @@
 """Enqueue-side SQL, all run in the caller's Session and transaction.
 
-Four verbs (see :class:`venturi_sa.storage.backend.Backend`): insert new
+Four functions, called by :mod:`venturi_sa.enqueue` and the schedule firer: insert new
 jobs, lock dedup keys, find a merge target, record merges.  None of them
 commits: the caller's commit publishes everything they wrote, its rollback
 discards it, and a crash before commit leaves no trace.

@@ -234,3 +234,19 @@ class RenewResult:
 @dataclass(frozen=True, kw_only=True)
 class SoonestParams:
     kinds: Sequence[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointParams:
+    """Store ``carry`` (JSON, already dumped through the task's schema) on the run named by ``fence``."""
+
+    fence: Fence
+    carry: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class PingParams:
+    """A liveness probe of the store (no fields: one round trip, nothing read or written)."""
+
+
+PING = PingParams()

@@ -34,8 +34,8 @@ def _select(*columns: Any) -> sa.Select[Any]:
 class StatsParams:
     """Options of a stats read.  There are none yet: stats always cover the whole queue.
 
-    The verb takes this object anyway so that every Backend verb has the same
-    shape, and a filter can be added later without changing the signature.
+    :func:`read_stats` takes this object anyway so that every storage function has
+    the same shape, and a filter can be added later without changing the signature.
     """
 
 

@@ -20,7 +20,7 @@ from venturi_sa.ops.control import PauseInfo
 from venturi_sa.ops.face import Operations
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage import dashboard as dashboard_store
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
@@ -30,7 +30,6 @@ from venturi_sa.storage.dashboard import (
     SelectionParams,
     WindowParams,
 )
-from venturi_sa.storage.history import JobParams
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 15 * 60)}
 """Chart windows: how far back, and the bucket size in seconds."""
@@ -125,11 +124,11 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     All of it is read in one REPEATABLE READ snapshot, at one ``now()``.
     """
     span, seconds = WINDOWS[window]
-    backend, params = backend_for(models), WindowParams(span=span, bucket_seconds=seconds)
+    params = WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
-        counts = _counts(backend.dashboard_counts(session, params))
-        activity = backend.dashboard_activity(session, params)
-        latency = backend.dashboard_latency(session, params)
+        counts = _counts(dashboard_store.fetch_overview_counts(models, session, params))
+        activity = dashboard_store.fetch_activity(models, session, params)
+        latency = dashboard_store.fetch_latency(models, session, params)
     starts = _buckets(counts.as_of, span, seconds)
     done: dict[tuple[int, str], float] = {}
     for bucket, outcome, n in map(tuple, activity):
@@ -158,7 +157,7 @@ class Jobs:
 def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
     """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
     with short_transaction(models, engine) as session:
-        page = backend_for(models).dashboard_jobs(session, params)
+        page = dashboard_store.fetch_job_page(models, session, params)
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
                 scanned_to=page.scanned_to,
                 errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in page.errors})
@@ -191,7 +190,7 @@ def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tu
 def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
     with short_transaction(models, engine) as session:
-        return backend_for(models).dashboard_selection(session, SelectionParams(job_ids=job_ids))
+        return dashboard_store.fetch_selection(models, session, SelectionParams(job_ids=job_ids))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,7 +249,7 @@ def _reason(detail: Detail) -> str:
 def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
     """The job's view (row, fire, own time limit) and journal (one transaction), or None if there is no such job."""
     with short_transaction(models, engine) as session:
-        found = backend_for(models).dashboard_job(session, JobParams(job_id=job_id))
+        found = dashboard_store.fetch_job_detail(models, session, job_id)
     if found.row is None or found.now is None:
         return None
     row, entries, now = found.row, found.journal, found.now
@@ -302,7 +301,7 @@ class Workers:
 def workers(models: Models, engine: sa.Engine) -> Workers:
     """Who holds claims now, and the claimed jobs (soonest lease end first, bounded)."""
     with short_transaction(models, engine) as session:
-        grouped, claimed = backend_for(models).dashboard_workers(session)
+        grouped, claimed = dashboard_store.fetch_workers(models, session)
     return Workers(
         workers=[Worker(name=r[0] or "?", claimed=int(r[1]), expired=int(r[2]), kinds=sorted(r[3] or []),
                         soonest=r[4], latest=r[5]) for r in map(tuple, grouped)],
@@ -327,4 +326,4 @@ def control(models: Models, engine: sa.Engine) -> Control:
 def token(models: Models, engine: sa.Engine) -> tuple[Any, ...]:
     """The change token (see :func:`venturi_sa.storage.dashboard.token_statement`)."""
     with short_transaction(models, engine) as session:
-        return backend_for(models).dashboard_token(session)
+        return dashboard_store.fetch_token(models, session)

@@ -20,10 +20,9 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
-from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.recording import always, log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.run_steps import exception_note
@@ -38,10 +37,10 @@ class Batcher(threading.Thread):
     submitted run whose outcome was written (or given up on).
     """
 
-    def __init__(self, backend: Backend, conns: Connections, done: Callable[[list[tuple[Run, bool]]], None],
+    def __init__(self, backend: Backend, conns: Transactions, done: Callable[[list[tuple[Run, bool]]], None],
                  retry_for: Callable[[Sequence[Run]], float], abort: threading.Event, *,
                  max_backlog: int, flush_interval: float = 0.005, max_batch: int = 200) -> None:
-        super().__init__(name=f"venturi-completer-{backend.models.prefix}", daemon=True)
+        super().__init__(name=f"venturi-completer-{backend.prefix}", daemon=True)
         self.backend = backend
         self.conns = conns
         self.done = done

@@ -21,9 +21,8 @@ from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, LeaseLost
-from venturi_sa.storage.backend import Backend
-from venturi_sa.storage.checkpoint import CheckpointParams
-from venturi_sa.storage.params import Fence, Runner
+from venturi_sa.storage.backend import Backend, Tx
+from venturi_sa.storage.params import CheckpointParams, Fence
 
 if TYPE_CHECKING:
     from venturi_sa.worker.context import JobContext
@@ -45,7 +44,7 @@ class Checkpointer:
     __slots__ = ("fence", "carry_schema", "backend", "begin")
 
     def __init__(self, fence: Fence, carry_schema: Schema | None, backend: Backend | None = None,
-                 begin: Callable[[Callable[[Runner], bool]], bool] | None = None) -> None:
+                 begin: Callable[[Callable[[Tx], bool]], bool] | None = None) -> None:
         self.fence = fence
         self.carry_schema = carry_schema
         self.backend = backend

@@ -25,11 +25,10 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from venturi_sa.states import Outcome
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.batcher import Batcher
-from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
@@ -80,7 +79,7 @@ class Completer:
     is persisted or given up on.
     """
 
-    def __init__(self, backend: Backend, conns: Connections, leases: Mapping[str, timedelta],
+    def __init__(self, backend: Backend, conns: Transactions, leases: Mapping[str, timedelta],
                  abort: threading.Event, done: Callable[[list[tuple[Run, bool]]], None], *,
                  batch: bool = True, max_backlog: int = 100) -> None:
         self.backend = backend

@@ -6,12 +6,9 @@ import logging
 import threading
 import time
 
-from sqlalchemy import Connection
-
-from venturi_sa.storage.backend import Backend
-from venturi_sa.storage.params import Fence, RecoverParams, RenewParams
+from venturi_sa.storage.backend import Backend, Transactions, Tx
+from venturi_sa.storage.params import PING, Fence, RecoverParams, RenewParams
 from venturi_sa.worker.cancel import deliver_cancel
-from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.run_steps import exception_note
 
@@ -31,10 +28,10 @@ class LeaseKeeper(threading.Thread):
     does not stop claims.
     """
 
-    def __init__(self, backend: Backend, conns: Connections, worker_id: str, inflight: InFlight,
+    def __init__(self, backend: Backend, conns: Transactions, worker_id: str, inflight: InFlight,
                  recover: RecoverParams, renew_every: float, recover_every: float,
                  stopping: threading.Event, wake: threading.Event, healthy: threading.Event) -> None:
-        super().__init__(name=f"venturi-leases-{backend.models.prefix}", daemon=True)
+        super().__init__(name=f"venturi-leases-{backend.prefix}", daemon=True)
         self.backend = backend
         self.conns = conns
         self.worker_id = worker_id
@@ -55,12 +52,12 @@ class LeaseKeeper(threading.Thread):
         held = self.inflight.held()
         if not held:
             if not self.healthy.is_set():
-                self.conns.connect(self.backend.ping)
+                self.conns.connect(lambda tx: self.backend.ping(tx, PING))
             return
         lost: set[Fence] = set()
         cancels: dict[Fence, str] = {}
 
-        def renew_all(conn: Connection) -> None:
+        def renew_all(conn: Tx) -> None:
             for lease, runs in held.items():
                 result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
                 lost.update(result.lost)

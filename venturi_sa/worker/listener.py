@@ -178,7 +178,7 @@ class Listener(threading.Thread):
     def _open(self) -> None:
         self._listening = drivers.listen(self.engine, [self.channel, self.probe.channel])
         with self.engine.begin() as conn:
-            conn.execute(drivers.notify_statement(self.probe.channel))
+            drivers.send_notify(conn, self.probe.channel)
         self.probe.sent()
         self.reconnects.connected()
         self.connected.set()
@@ -244,7 +244,7 @@ class AsyncListener:
     async def _open(self) -> None:
         self._listening = await drivers.listen_async(self.engine, [self.channel, self.probe.channel])
         async with self.engine.begin() as conn:
-            await conn.execute(drivers.notify_statement(self.probe.channel))
+            await drivers.send_notify_async(conn, self.probe.channel)
         self.probe.sent()
         self.reconnects.connected()
         self.connected.set()

@@ -23,10 +23,9 @@ from datetime import timedelta
 from sqlalchemy.exc import SQLAlchemyError
 
 from venturi_sa.errors import SchemaNotMigrated
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
-from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.run_steps import exception_note
 
@@ -45,7 +44,7 @@ class Round:
 class Producer:
     """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands each claim's jobs to ``dispatch``."""
 
-    def __init__(self, backend: Backend, conns: Connections, worker_id: str, kinds: Sequence[str],
+    def __init__(self, backend: Backend, conns: Transactions, worker_id: str, kinds: Sequence[str],
                  leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[Sequence[ClaimedJob]], None],
                  *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
                  wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
@@ -90,7 +89,7 @@ class Producer:
             jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:
             if is_undefined_table(exc):
-                raise SchemaNotMigrated(f"queue {self.backend.models.prefix!r} lost its tables: "
+                raise SchemaNotMigrated(f"queue {self.backend.prefix!r} lost its tables: "
                                         f"{exception_note(exc).splitlines()[0]}") from exc
             if is_transient(exc) and self.healthy.is_set():
                 logger.error("claim failed (%s); not claiming until the database is back",
