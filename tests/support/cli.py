@@ -9,13 +9,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from click.testing import CliRunner, Result
 
+from support.paths import APPS
 from venturi_sa.cli import cli
 
-HERE = Path(__file__).resolve().parent
+HERE = APPS  # the working directory of the CLI workers: cli_worker_app is there
 
 
 def invoke(*args: str, env: dict[str, str | None] | None = None) -> Result:
@@ -78,18 +78,3 @@ def plain_url(pg_url: str) -> str:
     """The test URL as a user would type it (``postgresql://``, no driver)."""
     return pg_url.replace("postgresql+psycopg2://", "postgresql://", 1)
 
-
-def doc_blocks(path: Path, language: str) -> list[str]:
-    """The fenced blocks of ``path`` whose info string is exactly ``language`` (not ``no-run``)."""
-    blocks, current, inside = [], [], False
-    for line in path.read_text().splitlines():
-        if not inside and line.startswith("```"):
-            inside, keep = True, line[3:].strip() == language
-            current = []
-        elif inside and line.startswith("```"):
-            inside = False
-            if keep:
-                blocks.append("\n".join(current))
-        elif inside:
-            current.append(line)
-    return blocks

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from worker_kit import WAIT as WAIT
-from worker_kit import Events, running
 
+from support.waiting import Events
+from support.workers import running
 from venturi_sa import JobContext, Queue, Task, Worker
 
 

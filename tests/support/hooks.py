@@ -5,12 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from worker_kit import WAIT as WAIT
-from worker_kit import Events as Events
-from worker_kit import enqueue as enqueue
-from worker_kit import job_row as job_row
-from worker_kit import journal as journal
-from worker_kit import running as running
 
 from venturi_sa import Queue, Worker
 

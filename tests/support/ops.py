@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from factories import factories_for
 from sqlalchemy import event
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ClauseElement, Executable
 
+from support.factories import factories_for
 from venturi_sa import Models
 
 

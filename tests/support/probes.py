@@ -9,21 +9,16 @@ worker attribute is used.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
-from worker_kit import Events as Events  # re-exported for the tests of this tier
-from worker_kit import enqueue as enqueue
-from worker_kit import job_row as job_row
-from worker_kit import journal as journal
-from worker_kit import wait_until as _wait_until
 
+from support.waiting import WAIT, wait_until
+from support.workers import job_row, journal
 from venturi_sa import Models, Worker
-
-WAIT = 15.0  # seconds any awaited condition gets before the test fails
 
 
 def worker_engine(pg_url: str, app: str, **kwargs: Any) -> sa.Engine:
@@ -52,12 +47,6 @@ def scalar(engine: sa.Engine, sql: str, **params: Any) -> Any:
 def rows(engine: sa.Engine, sql: str, **params: Any) -> list[sa.Row[Any]]:
     with engine.connect() as conn:
         return list(conn.execute(sa.text(sql), params).all())
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "condition",
-               every: float = 0.02) -> Any:
-    """``worker_kit.wait_until`` with this tier's default timeout."""
-    return _wait_until(predicate, timeout, what, every)
 
 
 def settled(engine: sa.Engine, models: Models, job_id: str, timeout: float = WAIT,

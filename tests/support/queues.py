@@ -7,13 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
-from worker_kit import Events as Events  # re-exported for the tests of this tier
-from worker_kit import enqueue as enqueue
-from worker_kit import job_row as job_row
-from worker_kit import journal as journal
-from worker_kit import running as running
-from worker_kit import wait_until as wait_until
 
+from support.workers import journal
 from venturi_sa import Models, Queue, Worker
 
 WAIT = 20.0  # seconds any condition gets before a test fails

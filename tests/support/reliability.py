@@ -6,22 +6,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
-from worker_kit import wait_until
 
+from support.paths import APPS
+from support.waiting import wait_until
 from venturi_sa import Queue
 
-FAULT_APP = Path(__file__).resolve().parent / "fault_app.py"
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout`` s."""
-    return wait_until(condition, timeout, what, every)
+FAULT_APP = APPS / "fault_app.py"
 
 
 class WorkerProc:
@@ -47,7 +42,7 @@ class WorkerProc:
         return self.proc.poll() is None
 
     def started(self, timeout: float = 30) -> WorkerProc:
-        wait_for(lambda: "started: kinds=" in self.output() or not self.alive(), timeout, f"{self.name} start")
+        wait_until(lambda: "started: kinds=" in self.output() or not self.alive(), timeout, f"{self.name} start")
         assert self.alive(), self.output()
         return self
 

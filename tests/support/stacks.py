@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import CONFORMANCE_STACKS, Engines, Stack, on_loop
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.orm import Session
 
+from support.drivers import CONFORMANCE_STACKS, Engines, Stack, on_loop
 from venturi_sa import JobContext, Queue, Task
 
 Body = Callable[[Task, JobContext, Session | None], Any]

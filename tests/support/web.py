@@ -8,12 +8,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from html import unescape
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from ops_support import counted as counted  # re-exported: the dashboard tests count their queries
-from ops_support import factory_session
+
+from support.docblocks import blocks, exec_block
+from support.ops import counted as counted  # re-exported: the dashboard tests count their queries
+from support.ops import factory_session
+from support.paths import APPS, DOCS
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
@@ -91,7 +93,7 @@ def served(app: Any) -> Iterator[str]:
         thread.join(10)
 
 
-ENQUEUE_APP = __file__.rsplit("/", 1)[0] + "/enqueue_app.py"
+ENQUEUE_APP = str(APPS / "enqueue_app.py")
 
 
 def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
@@ -105,14 +107,12 @@ def enqueue_elsewhere(engine: sa.Engine, prefix: str, body: str) -> str:
     return done.stdout.strip()
 
 
-DASHBOARD_DOCS = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+DASHBOARD_DOCS = DOCS / "dashboard.md"
 
 
 def dashboard_docs(engine: sa.Engine, prefix: str) -> dict[str, Any]:
     """docs/dashboard.md's python blocks run in one namespace (as the docs test runs them); returns it."""
-    from test_docs_examples import blocks
-
     namespace: dict[str, Any] = {"__name__": "docs_dashboard", "engine": engine, "prefix": prefix}
     for line, code in blocks(DASHBOARD_DOCS):
-        exec(compile("\n" * (line - 1) + code, str(DASHBOARD_DOCS), "exec"), namespace)  # noqa: S102
+        exec_block(DASHBOARD_DOCS, line, code, namespace)
     return namespace

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(os.environ.get("PEERBENCH_HOME") or REPO.parent / "shared" / "bench")
 
 pytestmark = [

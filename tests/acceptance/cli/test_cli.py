@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cli_kit import HERE, cli_worker, doc_blocks, fails, invoke, ok, plain_url
 from click.testing import Result
-from factories import db_now
-from ops_support import factory_session
-from queue_kit import count, enqueue, wait_until
+from support.cli import cli_worker, fails, invoke, ok, plain_url
+from support.docblocks import fenced as doc_blocks
+from support.factories import db_now
+from support.ops import factory_session
+from support.paths import DOCS
+from support.queues import count
+from support.waiting import wait_until
+from support.workers import enqueue
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
@@ -340,7 +344,7 @@ def test_worker_runs_jobs_and_stops_on_sigterm(pg_url: str, prefix: str, engine,
 @pytest.mark.timeout(420)  # ~70 CLI processes in a row: minutes on a loaded 2-core machine
 def test_cli_reference_examples_run(pg_url: str, prefix: str, engine, models) -> None:  # type: ignore[no-untyped-def]
     ids = _fixture_jobs(engine, models)
-    blocks = doc_blocks(HERE.parent.parent / "docs" / "cli.md", "sh")
+    blocks = doc_blocks(DOCS / "cli.md", "sh")
     assert len(blocks) >= 7
     script = "set -euo pipefail\n" + "\n".join(blocks)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")},

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 import sqlalchemy as sa
-from cli_kit import cli_worker, invoke
 from click.testing import Result
-from driver_kit import driver_url
-from queue_kit import enqueue, wait_until
+from support.cli import cli_worker, invoke
+from support.drivers import driver_url
+from support.waiting import wait_until
+from support.workers import enqueue
 
 from venturi_sa import Queue, make_models
 from venturi_sa.cli.connect import normalize_dsn

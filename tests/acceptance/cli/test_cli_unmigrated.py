@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from support.paths import APPS
+
+HERE = APPS
 
 
 # Regression test of defect 16 (worker hardening issue): failed on e53c386.

@@ -6,10 +6,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import sqlalchemy as sa
-from cli_kit import doc_blocks
+from support.docblocks import fenced as doc_blocks
+from support.paths import DOCS
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
@@ -72,7 +72,7 @@ def test_getting_started_examples_run(fresh_db_url: str, monkeypatch, capsys) ->
     monkeypatch.setenv("DATABASE_URL", fresh_db_url)
     namespace: dict[str, object] = {"__name__": "getting_started"}
     try:
-        blocks = doc_blocks(Path(__file__).resolve().parents[2] / "docs" / "getting-started.md", "python")
+        blocks = doc_blocks(DOCS / "getting-started.md", "python")
         assert len(blocks) >= 4
         for block in blocks:
             exec(compile(block, "docs/getting-started.md", "exec", dont_inherit=True), namespace)  # noqa: S102

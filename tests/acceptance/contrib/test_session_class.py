@@ -5,19 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import enqueue
 from sqlalchemy.orm import Session
+from support.paths import APPS
+from support.workers import enqueue
 
 from venturi_sa import Queue, Worker, WorkerApp, make_models
 from venturi_sa.testing import drain, perform, rolled_back_session
 
 sqlmodel = pytest.importorskip("sqlmodel")
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 
 
 class Subclass(Session):

@@ -12,10 +12,11 @@ from typing import Any
 import control_app
 import pytest
 import sqlalchemy as sa
-from control_kit import noop_tasks, side, watched
 from marshmallow import Schema, fields
-from queue_kit import drain, wait_until
-from worker_kit import WAIT, enqueue, job_row
+from support.control import noop_tasks, side, watched
+from support.queues import drain
+from support.waiting import WAIT, wait_until
+from support.workers import enqueue, job_row
 
 from venturi_sa import JobContext, Queue, Task
 from venturi_sa.errors import InvalidOption, InvalidTransition

@@ -7,9 +7,9 @@ from typing import Any
 import control_app
 import pytest
 import sqlalchemy as sa
-from control_kit import side
-from queue_kit import wait_until
-from worker_kit import enqueue, job_row, journal
+from support.control import side
+from support.waiting import wait_until
+from support.workers import enqueue, job_row, journal
 
 pytestmark = pytest.mark.timeout(90)
 

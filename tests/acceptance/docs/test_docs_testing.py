@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.docblocks import blocks
+from support.paths import DOCS
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
-sys.path.insert(0, str(PAGE.parents[1] / "tests" / "integration"))
-from test_docs_examples import blocks  # noqa: E402
+PAGE = DOCS / "testing.md"
 
 
 def files() -> dict[str, str]:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import signal
 from datetime import timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
-from periodic_kit import Tick, Tock
-from process_kit import PROCESS_WAIT, Procs
-from queue_kit import wait_until
+from support.paths import APPS
+from support.periodic import Tick, Tock
+from support.processes import PROCESS_WAIT, Procs
+from support.waiting import wait_until
 
 from venturi_sa import JobContext, Models, Queue, Task
 from venturi_sa.periodic import Reconciled, reconcile
 
-APP = Path(__file__).resolve().parent / "periodic_app.py"
+APP = APPS / "periodic_app.py"
 HOURLY = {"period": 3600}  # nothing comes due while the test runs
 
 

@@ -16,14 +16,14 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from periodic_app import PERIOD, race_queue
-from periodic_kit import aligned, db_now, fire_times, jobs_of
-from process_kit import Procs
-from queue_kit import wait_until
+from support.paths import APPS
+from support.periodic import aligned, db_now, fire_times, jobs_of
+from support.processes import Procs
+from support.waiting import wait_until
 
 import alembic_venturi
 from venturi_sa import Models, make_models
@@ -31,7 +31,7 @@ from venturi_sa.periodic import reconcile
 from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = [pytest.mark.timeout(120)]
-APP = Path(__file__).resolve().parent / "periodic_app.py"
+APP = APPS / "periodic_app.py"
 WORKERS = 4
 SURVIVORS = 2  # with kill: processes racing beside the WORKERS that SIGKILL themselves
 SCHEDULES = 4

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from reliability_kit import Probe, WorkerProc, enqueue, wait_for
+from support.reliability import Probe, WorkerProc, enqueue
+from support.waiting import wait_until as wait_for
 
 from venturi_sa import Queue
 from venturi_sa.throwaway import ThrowawayCluster

@@ -21,10 +21,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from pgbouncer_kit import CONNECT_ARGS, PgBouncer
-from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
-from worker_kit import steal
+from support.docblocks import blocks, exec_block
+from support.paths import DOCS
+from support.pgbouncer import CONNECT_ARGS, PgBouncer
+from support.queues import drain, side_rows, side_table, side_write
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row, journal, running, steal
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker, make_models
 from venturi_sa.models import JobBase
@@ -238,14 +241,8 @@ def test_asyncpg_enqueue_and_dedup(pgbouncer: PgBouncer, engine: sa.Engine, mode
 # -- docs/drivers.md: its PgBouncer blocks run against this PgBouncer ------------------------
 
 def test_the_drivers_page_pgbouncer_examples_run(pgbouncer: PgBouncer, engine: sa.Engine, prefix: str) -> None:
-    import re
-    from pathlib import Path
-
-    page = Path(__file__).resolve().parents[2] / "docs" / "drivers.md"
-    text = page.read_text()
-    found = [(text.count("\n", 0, m.start()) + 2, m.group(2))
-             for m in re.finditer(r"^```python([^\n]*)\n(.*?)^```\s*$", text, re.MULTILINE | re.DOTALL)
-             if {"no-run", "pgbouncer"} <= set(m.group(1).split())]
+    page = DOCS / "drivers.md"
+    found = blocks(page, tags={"no-run", "pgbouncer"})
     assert len(found) == 2
     queue = Queue(make_models(prefix), [Noop])
     bouncer = pgbouncer.url("psycopg2").split("://", 1)[1]
@@ -253,7 +250,7 @@ def test_the_drivers_page_pgbouncer_examples_run(pgbouncer: PgBouncer, engine: s
                                  "bounced_queue": queue}
     try:
         for line, code in found:
-            exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)  # noqa: S102
+            exec_block(page, line, code, namespace)
         enqueue(namespace["psycopg_engine"], queue, Noop(), Noop())
         assert namespace["worker"].run_until_idle() == 2
         with namespace["psycopg2_engine"].connect() as conn:

@@ -12,18 +12,18 @@ import os
 import shutil
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from web_kit import enqueue_elsewhere, seed, served
+from support.paths import REPO
+from support.web import enqueue_elsewhere, seed, served
 
 from venturi_sa import Queue, Task, task
 from venturi_sa.periodic import reconcile
 from venturi_sa.web import create_app
 
-SHOTS = Path(__file__).resolve().parents[2] / "build" / "web-screenshots"
+SHOTS = REPO / "build" / "web-screenshots"
 WAIT = 20.0
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from support.web import dashboard_docs, seed, served
 from test_web_browser import WAIT, _shot, headless_chromium
-from web_kit import dashboard_docs, seed, served
 
 from venturi_sa import Queue
 from venturi_sa.web import create_app

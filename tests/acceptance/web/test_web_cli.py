@@ -11,8 +11,8 @@ import urllib.request
 from typing import Any
 
 import sqlalchemy as sa
-from cli_kit import fails, invoke, ok
-from web_kit import free_port
+from support.cli import fails, invoke, ok
+from support.web import free_port
 
 from venturi_sa.web.standalone import is_loopback as _loopback
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
-from web_kit import enqueue_elsewhere, served
+from support.web import enqueue_elsewhere, served
 
 from venturi_sa.web import create_app
 

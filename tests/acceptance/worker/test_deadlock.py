@@ -21,11 +21,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from cli_app import Short
-from kit import app_sessions, enqueue, rows, scalar, wait_until
+from support.paths import APPS
+from support.probes import app_sessions, rows, scalar
+from support.waiting import wait_until
+from support.workers import enqueue
 
 from venturi_sa import Queue
 
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 JOBS = 12000  # more than the workers can run in STRESS seconds: every slot stays busy
 STRESS = 14.0
 # The test cluster runs with synchronous_commit=off; durable commits (the production default) hold

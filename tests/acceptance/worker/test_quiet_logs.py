@@ -7,13 +7,15 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import WAIT, Events, drain, enqueue, running
 from marshmallow import Schema, fields
+from support.hooks import drain
+from support.paths import APPS
+from support.waiting import WAIT, Events
+from support.workers import enqueue, running
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.cli.connect import HiddenSqlParameters, make_engine
@@ -96,7 +98,7 @@ def test_the_worker_commands_vv_log_shows_statements_without_parameters(engine: 
     env = {**os.environ, "ADOPTION_PREFIX": sqlmodel_app.PREFIX, "ADOPTION_STOP": "1", "VENTURI_DSN": pg_url}
     try:
         done = subprocess.run([sys.executable, "-m", "venturi_sa", "worker", "adoption_sqlmodel:queue", "-vv",
-                               "--poll-interval", "0.1"], cwd=Path(__file__).parent, env=env,
+                               "--poll-interval", "0.1"], cwd=APPS, env=env,
                               capture_output=True, text=True, timeout=60)
     finally:
         with engine.begin() as conn:

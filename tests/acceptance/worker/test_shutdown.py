@@ -14,11 +14,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from cli_app import Hold, marks_ddl
-from kit import Background, Events, enqueue, job_row, outcomes, scalar, wait_until
+from support.paths import APPS
+from support.probes import Background, outcomes, scalar
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row
 
 from venturi_sa import JobContext, Queue, Task, Worker
 
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 
 
 # Regression test of defect 8a (worker hardening issue): failed on e53c386.

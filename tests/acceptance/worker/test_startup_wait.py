@@ -19,13 +19,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg2
 import pytest
 import sqlalchemy as sa
-from kit import wait_until
 from sqlalchemy.orm import Session
+from support.paths import APPS
+from support.waiting import wait_until
 
 import alembic_venturi
 from venturi_sa import Queue, make_models
@@ -33,7 +33,7 @@ from venturi_sa.storage.faults import is_unavailable
 from venturi_sa.throwaway import ThrowawayCluster
 
 pytestmark = pytest.mark.timeout(180)
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 WAITING = "waiting"  # the one log line of a worker waiting for the database
 PASSWORD_USER = "startup_pw"
 

@@ -13,17 +13,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 import supervised_app
-from process_kit import Supervised
 from sqlalchemy.orm import Session
+from support.paths import APPS
+from support.processes import Supervised
 
 from venturi_sa import Queue, make_models
 
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 WAIT = 90.0
 
 

@@ -19,11 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kit import wait_until
-from process_kit import Supervised
+from support.paths import APPS
+from support.processes import Supervised
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
-HERE = Path(__file__).resolve().parent
+HERE = APPS
 WAIT = 45.0
 NOT_STARTED = re.compile(r"worker process 0 could not be started \(.*\); trying again in ([\d.]+)s")
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import worker_app
-from process_kit import PROCESS_WAIT, Procs, app_procs
 from sqlalchemy.orm import Session
+from support.processes import PROCESS_WAIT, Procs, app_procs
 
 WAIT = PROCESS_WAIT
 

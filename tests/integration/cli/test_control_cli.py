@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cli_kit import fails, ok, plain_url
-from cli_kit import invoke as run
 from click.testing import Result
-from worker_kit import enqueue, journal
+from support.cli import fails, ok, plain_url
+from support.cli import invoke as run
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task
 

@@ -14,22 +14,17 @@ The stack modules (``test_*_per_stack.py``) override ``engine`` with the
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import CONFORMANCE_SYNC_DRIVERS, Engines, OpenRunner
 from sqlalchemy.orm import Session
+from support.drivers import CONFORMANCE_SYNC_DRIVERS, Engines, OpenRunner
 
 from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
 from venturi_sa.storage.params import Runner
-
-# The worker-level conformance tests reuse the integration tier's helpers (queue_kit).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 IMPLEMENTATIONS: dict[str, Callable[[Any], Backend]] = {"sqlalchemy": SqlAlchemyBackend}
 

@@ -12,9 +12,9 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from driver_kit import OpenRunner
-from factories import factories_for
 from sqlalchemy.orm import Session
+from support.drivers import OpenRunner
+from support.factories import factories_for
 
 from venturi_sa import Models
 from venturi_sa.storage.backend import Backend

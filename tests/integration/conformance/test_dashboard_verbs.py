@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import sqlalchemy as sa
-from driver_kit import OpenRunner
+from support.drivers import OpenRunner
 from test_ops_verbs import built
 
 from venturi_sa import Models

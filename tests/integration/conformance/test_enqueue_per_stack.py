@@ -15,22 +15,22 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import UNSUPPORTED, Stack, driver_url
 from enqueuer_app import Refresh
-from queue_kit import count, outcomes, wait_until
 from sqlalchemy.orm import Session
-from stack_kit import AppSession, app_engine_fixture, engine_fixture, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
-from worker_kit import WAIT
+from support.drivers import UNSUPPORTED, Stack, driver_url
+from support.paths import APPS
+from support.queues import count, outcomes
+from support.stacks import AppSession, app_engine_fixture, engine_fixture, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
+from support.waiting import WAIT, wait_until
 
 from venturi_sa import Queue, Task, make_models
 from venturi_sa.storage import drivers
 
-ENQUEUER = Path(__file__).with_name("enqueuer_app.py")
+ENQUEUER = APPS / "enqueuer_app.py"
 
 
 class Plain(Task):

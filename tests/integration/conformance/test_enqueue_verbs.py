@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
-from worker_kit import wait_until
+from support.factories import factories_for
+from support.waiting import wait_until
 
 from venturi_sa import errors
 from venturi_sa.models import new_job_id

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import OpenRunner
-from factories import db_now, factories_for
 from sqlalchemy.orm import Session
+from support.drivers import OpenRunner
+from support.factories import db_now, factories_for
 
 from venturi_sa import Models
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams

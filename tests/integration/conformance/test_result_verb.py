@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
 from sqlalchemy.orm import Session
+from support.factories import factories_for
 
 from venturi_sa import Models
 from venturi_sa.storage.backend import Backend

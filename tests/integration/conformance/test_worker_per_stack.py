@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from driver_kit import UNSUPPORTED, Engines, Stack, driver_url
-from factories import factories_for
 from marshmallow import Schema, fields
-from queue_kit import Events, drain, enqueue, job_row, journal, running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
-from stack_kit import app_engine_fixture, engine_fixture, handler, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
-from worker_kit import WAIT, steal
+from support.drivers import UNSUPPORTED, Engines, Stack, driver_url
+from support.factories import factories_for
+from support.queues import drain, side_rows, side_table, side_write
+from support.stacks import app_engine_fixture, engine_fixture, handler, refused_without_async_api, stack_fixture  # noqa: F401 - fixtures
+from support.waiting import WAIT, Events, wait_until
+from support.workers import enqueue, job_row, journal, running, steal
 
 from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task, Worker, make_models
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import db_now, factories_for
 from sqlalchemy.orm import Session
+from support.factories import db_now, factories_for
 
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import enqueue
+from support.workers import enqueue
 
 pytest.importorskip("flask_sqlalchemy")
 pytestmark = pytest.mark.timeout(60)

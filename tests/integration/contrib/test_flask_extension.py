@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import enqueue
 from click.testing import CliRunner
+from support.workers import enqueue
 
 from venturi_sa.cli import cli
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import enqueue, journal
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy.orm import Session
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Retry, Task, Worker
 from venturi_sa.contrib.otel import instrument
@@ -120,8 +120,8 @@ def test_the_enqueue_span_is_in_the_callers_trace_and_stored_with_the_job(
 def test_an_async_enqueue_is_in_the_callers_trace(
         pg_url: str, engine: sa.Engine, traced: Queue, provider: TracerProvider,
         exporter: InMemorySpanExporter) -> None:
-    from driver_kit import async_driver_engine
     from sqlalchemy.ext.asyncio import AsyncSession
+    from support.drivers import async_driver_engine
 
     async def main() -> tuple[str, Any]:
         async_engine = async_driver_engine(pg_url, "asyncpg")

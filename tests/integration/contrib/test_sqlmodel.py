@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from async_kit import make_async_engine
-from queue_kit import drain, outcomes
+from support.async_engines import make_async_engine
+from support.queues import drain, outcomes
 
 import alembic_venturi
 from venturi_sa import Complete, JobContext, Models, Queue, Task, make_models

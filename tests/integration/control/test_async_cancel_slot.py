@@ -9,7 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, job_row, running, settled, wait_until
+from support.probes import running, settled
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

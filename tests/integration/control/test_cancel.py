@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from control_kit import watched
 from marshmallow import Schema, fields
-from queue_kit import running, side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
-from worker_kit import WAIT, Events, enqueue, job_row, journal
+from support.control import watched
+from support.queues import side_rows, side_table, side_write
+from support.waiting import WAIT, Events, wait_until
+from support.workers import enqueue, job_row, journal, running
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.errors import InvalidTransition, JobNotFound

@@ -8,9 +8,11 @@ import threading
 from typing import Any
 
 import sqlalchemy as sa
-from factories import factories_for
-from kit import Events, enqueue, journal, running, settled, wait_until
 from sqlalchemy.orm import Session
+from support.factories import factories_for
+from support.probes import running, settled
+from support.waiting import Events, wait_until
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.worker.outcome_hooks import OutcomeContext

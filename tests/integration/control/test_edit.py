@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from control_kit import watched
 from marshmallow import Schema, fields
-from queue_kit import drain
-from worker_kit import WAIT, enqueue, job_row, journal
+from support.control import watched
+from support.queues import drain
+from support.waiting import WAIT
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import JobContext, Queue, Retry, Task
 from venturi_sa.errors import InvalidOption, InvalidPayload, InvalidTransition

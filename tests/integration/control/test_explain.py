@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from queue_kit import drain
-from worker_kit import enqueue
+from support.queues import drain
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Retry, Task
 from venturi_sa.errors import JobNotFound

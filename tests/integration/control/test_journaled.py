@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from worker_kit import enqueue, journal
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task
 

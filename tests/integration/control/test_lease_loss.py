@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from control_kit import watched
-from queue_kit import side_rows, side_table, side_write
-from worker_kit import WAIT, enqueue, journal
+from support.control import watched
+from support.queues import side_rows, side_table, side_write
+from support.waiting import WAIT
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task
 

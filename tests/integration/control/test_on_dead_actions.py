@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from queue_kit import enqueue
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Task
 from venturi_sa.dead_calls import MAX_RETRY_WAIT, retry_wait

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from queue_kit import side_rows, side_table, side_write, wait_until
 from sqlalchemy.orm import Session
-from worker_kit import WAIT, enqueue, job_row, journal
+from support.queues import side_rows, side_table, side_write
+from support.waiting import WAIT, wait_until
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.errors import InvalidOption

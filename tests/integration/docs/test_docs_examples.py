@@ -11,30 +11,19 @@ convention are tested elsewhere (e.g. test_quickstart.py).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.docblocks import blocks, exec_block
+from support.paths import DOCS
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 MARKER = "test_docs_examples.py"
-BLOCK = re.compile(r"^```python([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
 def pages() -> list[Path]:
     return sorted(p for p in DOCS.glob("*.md") if MARKER in p.read_text())
 
-
-def blocks(page: Path) -> list[tuple[int, str]]:
-    """``(line number, code)`` of each python block to run, in order."""
-    text = page.read_text()
-    found = []
-    for match in BLOCK.finditer(text):
-        if "no-run" in match.group(1).split():
-            continue
-        found.append((text.count("\n", 0, match.start()) + 2, match.group(2)))
-    return found
 
 
 def test_the_guides_opt_in() -> None:
@@ -47,5 +36,4 @@ def test_the_guides_opt_in() -> None:
 def test_page_examples_run(page: Path, engine: sa.Engine, prefix: str) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}", "engine": engine, "prefix": prefix}
     for line, code in blocks(page):
-        compiled = compile("\n" * (line - 1) + code, str(page), "exec")  # tracebacks point into the page
-        exec(compiled, namespace)  # noqa: S102 - running our own documentation is the point
+        exec_block(page, line, code, namespace)  # tracebacks point into the page

@@ -8,36 +8,13 @@ other names: operations blocks share one namespace holding ``engine`` and a
 
 from __future__ import annotations
 
-import sys
-import types
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
-from test_docs_examples import DOCS, blocks
+from support.docblocks import run
+from support.paths import DOCS
 
 import alembic_venturi
 import venturi_sa as v
-
-
-def run(page: Path, namespace: dict[str, object], fresh_each: bool = False) -> int:
-    """Run the page's blocks as a module (or one module per block); returns how many ran."""
-    module = None
-    ran = 0
-    for line, code in blocks(page):
-        if module is None or fresh_each:
-            module = types.ModuleType(f"docs_{page.stem}_{ran}")
-            module.__dict__.update(namespace)
-            sys.modules[module.__name__] = module  # annotations (Mapped[int]) resolve through it
-        try:
-            exec(compile("\n" * (line - 1) + code, str(page), "exec"), module.__dict__)  # noqa: S102
-        finally:
-            if fresh_each:
-                sys.modules.pop(module.__name__, None)
-        ran += 1
-    if module is not None:
-        sys.modules.pop(module.__name__, None)
-    return ran
 
 
 def test_operations_examples_run(engine: sa.Engine, prefix: str) -> None:

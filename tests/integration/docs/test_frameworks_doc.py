@@ -11,16 +11,13 @@ first; the test puts the process's logging back and ignores that warning.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from support.docblocks import run
+from support.paths import DOCS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_docs_pages import run  # noqa: E402
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "frameworks.md"
+PAGE = DOCS / "frameworks.md"
 
 
 @pytest.fixture

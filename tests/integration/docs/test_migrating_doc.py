@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from support.docblocks import run
+from support.paths import DOCS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from test_docs_pages import run  # noqa: E402
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "migrating.md"
+PAGE = DOCS / "migrating.md"
 
 
 @pytest.mark.timeout(90)

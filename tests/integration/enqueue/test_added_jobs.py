@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import Events, count, job_row, running
 from sqlalchemy.orm import Session
+from support.queues import count
+from support.waiting import Events
+from support.workers import job_row, running
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.errors import InvalidOption, InvalidPayload, UnknownKind

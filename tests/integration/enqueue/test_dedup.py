@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
 from marshmallow import Schema, fields
-from queue_kit import count, drain, enqueue, job_row, journal
 from sqlalchemy.orm import Session
+from support.factories import factories_for
+from support.queues import count, drain
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import Coalesce, Independent, JobContext, Pause, Queue, Task
 from venturi_sa.models import JobBase

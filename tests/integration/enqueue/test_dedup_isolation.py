@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import count, enqueue
 from sqlalchemy.orm import Session
+from support.queues import count
+from support.workers import enqueue
 
 from venturi_sa import InvalidOption, JobContext, Queue, Task, errors
 

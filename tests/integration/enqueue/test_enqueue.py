@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import count, job_row
 from sqlalchemy.orm import Session
+from support.queues import count
+from support.workers import job_row
 
 from venturi_sa import InvalidOption, InvalidPayload, Priority, Queue, Task, UnknownKind, VenturiError
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import count, enqueue, job_row, journal
 from sqlalchemy.orm import Session
+from support.queues import count
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import Coalesce, InvalidPayload, JobContext, Queue, Task
 from venturi_sa.models import JobBase

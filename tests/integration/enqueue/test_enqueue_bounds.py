@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
-from queue_kit import count
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
+from support.queues import count
 
 from venturi_sa import InvalidOption, InvalidPayload, JobContext, Queue, Task
 from venturi_sa.errors import VenturiError

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import count, outcomes
 from sqlalchemy.orm import Session
+from support.queues import count, outcomes
 
 import venturi_sa as v
 from venturi_sa import InvalidOption, InvalidPayload, UnknownKind

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from factories import db_now
-from ops_support import count, factory_session
 from sqlalchemy.orm import Session
+from support.factories import db_now
+from support.ops import count, factory_session
 
 from venturi_sa import InvalidTransition, JobNotFound, Queue
 from venturi_sa.states import Outcome

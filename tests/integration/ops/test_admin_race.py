@@ -10,7 +10,9 @@ from __future__ import annotations
 import threading
 
 import sqlalchemy as sa
-from queue_kit import enqueue, job_row, outcomes, running, side_rows, side_table, side_write, wait_until
+from support.queues import outcomes, side_rows, side_table, side_write
+from support.waiting import wait_until
+from support.workers import enqueue, job_row, running
 
 import venturi_sa as v
 

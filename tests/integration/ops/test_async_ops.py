@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
-from factories import db_now
-from ops_support import factory_session
-from queue_kit import enqueue
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
+from support.factories import db_now
+from support.ops import factory_session
+from support.workers import enqueue
 
 from venturi_sa import InvalidTransition, JobNotFound, Queue, SchemaNotMigrated, Task, make_models
 

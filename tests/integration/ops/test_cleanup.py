@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from factories import db_now
-from ops_support import count, factory_session
+from support.factories import db_now
+from support.ops import count, factory_session
 
 from venturi_sa import InvalidOption, Queue
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from ops_support import assert_plan, count, indexes_used, node_types, plan_of
+from support.ops import assert_plan, count, indexes_used, node_types, plan_of
 
 from venturi_sa import Models, make_models
 from venturi_sa.storage import cleanup as cleanup_sql

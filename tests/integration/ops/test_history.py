@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from factories import db_now
-from ops_support import counted, factory_session
+from support.factories import db_now
+from support.ops import counted, factory_session
 
 from venturi_sa import InvalidOption, JobNotFound, JobView, Queue
 from venturi_sa.ops import JobInfo

@@ -6,8 +6,8 @@ import json
 from datetime import timedelta
 
 import pytest
-from factories import db_now
-from ops_support import factory_session
+from support.factories import db_now
+from support.ops import factory_session
 
 from venturi_sa import Queue
 

@@ -16,7 +16,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from kit import Events, running
+from support.probes import running
+from support.waiting import Events
 
 from venturi_sa import JobContext, Models, Queue, Task, Worker
 from venturi_sa.errors import InvalidOption

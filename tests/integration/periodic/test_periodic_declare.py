@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from periodic_kit import Tick, schedule_row, tick_queue
+from support.periodic import Tick, schedule_row, tick_queue
 
 from venturi_sa import InvalidOption, InvalidPayload, Models, Queue, Task, UnknownKind, make_models
 from venturi_sa.periodic import reconcile

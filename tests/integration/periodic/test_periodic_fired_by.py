@@ -7,10 +7,10 @@ import json
 from datetime import timedelta, timezone
 
 import sqlalchemy as sa
-from async_kit import make_async_engine
 from click.testing import CliRunner
-from periodic_kit import Tick, aligned, backdate, db_now, tick_queue
-from worker_kit import enqueue
+from support.async_engines import make_async_engine
+from support.periodic import Tick, aligned, backdate, db_now, tick_queue
+from support.workers import enqueue
 
 from venturi_sa import Models
 from venturi_sa.cli import cli

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
-from periodic_kit import Tick, aligned, backdate, db_now, fire_times, jobs_of, schedule_row, tick_queue
+from support.periodic import Tick, aligned, backdate, db_now, fire_times, jobs_of, schedule_row, tick_queue
 
 from venturi_sa import Models, VenturiError
 from venturi_sa.periodic import all_within, fire_due, fired_by, list_schedules, policies, reconcile, run_now, set_paused

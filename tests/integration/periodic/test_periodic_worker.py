@@ -8,9 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from click.testing import CliRunner
-from periodic_kit import Tick, aligned, backdate, db_now, jobs_of, schedule_row, tick_queue
 from prometheus_client import CollectorRegistry
-from queue_kit import Events, running
+from support.periodic import Tick, aligned, backdate, db_now, jobs_of, schedule_row, tick_queue
+from support.waiting import Events
+from support.workers import running
 
 from venturi_sa import Models, Worker
 from venturi_sa.cli import cli

@@ -11,8 +11,9 @@ from typing import Any
 import fault_app
 import pytest
 import sqlalchemy as sa
-from reliability_kit import Probe, enqueue, wait_for
 from sqlalchemy.orm import Session
+from support.reliability import Probe, enqueue
+from support.waiting import wait_until as wait_for
 
 from venturi_sa import Queue, UnknownKind, Worker
 from venturi_sa.states import Outcome

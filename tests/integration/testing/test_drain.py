@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
-from testing_kit import notes
+from support.notes import notes
 
 from venturi_sa import Models, Queue
 from venturi_sa.states import Outcome

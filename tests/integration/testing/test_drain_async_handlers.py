@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from testing_kit import NOTES, BodySchema, notes
+from support.notes import NOTES, BodySchema, notes
 
 from venturi_sa import JobContext, Models, Queue, Task
 from venturi_sa.errors import InvalidOption

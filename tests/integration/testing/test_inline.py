@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy.orm import Session
-from testing_kit import notes
+from support.notes import notes
 
 from venturi_sa import Queue
 from venturi_sa.testing import InlineOutsideTests, InlineRunner, assert_enqueued, inline, refute_enqueued

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 from marshmallow import Schema, fields
 from sqlalchemy.orm import Session
-from testing_kit import notes
+from support.notes import notes
 
 from venturi_sa import Complete, Die, JobContext, Models, Pause, Queue, Retry, Task
 from venturi_sa.errors import InvalidOption, InvalidPayload, UnknownKind

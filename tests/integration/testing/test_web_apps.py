@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
-from testing_kit import NOTES, notes
+from support.notes import NOTES, notes
 
 from venturi_sa import Queue
 from venturi_sa.testing import assert_enqueued, drain, refute_enqueued

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
-from web_kit import csrf_of, free_port, msg_of
+from support.web import csrf_of, free_port, msg_of
 
 from venturi_sa import Queue, Task
 from venturi_sa.web import create_app

@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from ops_support import factory_session
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
-from web_kit import confirmed, csrf_of, msg_of
+from support.ops import factory_session
+from support.web import confirmed, csrf_of, msg_of
 
 from venturi_sa import Queue, Task
 from venturi_sa.web import create_app

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from bigqueue_kit import seed_big
-from ops_support import assert_plan
 from starlette.testclient import TestClient
-from web_kit import counted
+from support.bigqueue import seed_big
+from support.ops import assert_plan
+from support.web import counted
 
 from venturi_sa import Models
 from venturi_sa.storage import dashboard as sql

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.testclient import TestClient
-from web_kit import confirm_form, confirmed, csrf_of, factory_session, msg_of
+from support.web import confirm_form, confirmed, csrf_of, factory_session, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import Page, create_app

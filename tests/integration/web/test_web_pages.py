@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from starlette.responses import HTMLResponse
 from starlette.testclient import TestClient
-from web_kit import confirmed, csrf_of, factory_session, msg_of
+from support.web import confirmed, csrf_of, factory_session, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import Action, ActionContext, Page, create_app
@@ -55,7 +55,7 @@ def test_jobs_list_filters(client: TestClient, seeded: dict[str, list[str]]) -> 
 
 
 def test_jobs_pages_by_keyset(engine: sa.Engine, models: Any, client: TestClient) -> None:
-    from ops_support import factory_session
+    from support.ops import factory_session
 
     with factory_session(engine, models) as (Job, _):
         made = {Job(kind="bulk").id for _ in range(120)}
@@ -212,7 +212,7 @@ def test_a_name_registered_twice_is_an_error(engine: sa.Engine, models: Any) -> 
 def test_dead_jobs_are_counted_per_kind_up_to_a_cap(engine: sa.Engine, models: Any) -> None:
     from datetime import datetime, timezone
 
-    from ops_support import factory_session
+    from support.ops import factory_session
 
     from venturi_sa.storage.dashboard import DEAD_COUNT_CAP, OverviewCounts, dead_counts_statement
     from venturi_sa.web.queries import _counts

@@ -9,9 +9,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
-from ops_support import factory_session
 from starlette.testclient import TestClient
-from web_kit import csrf_of
+from support.ops import factory_session
+from support.web import csrf_of
 
 from venturi_sa import Queue, Task, task
 from venturi_sa.periodic import list_schedules, reconcile

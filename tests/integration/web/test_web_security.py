@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.testclient import TestClient
-from web_kit import confirmed, csrf_of
+from support.web import confirmed, csrf_of
 
 from venturi_sa import Queue, Task
 from venturi_sa.web import BUILTIN_ACTIONS, create_app

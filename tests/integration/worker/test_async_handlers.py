@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine_fixture, make_async_engine  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
-from queue_kit import Events, drain, enqueue, job_row, journal, outcomes, running, side_rows, side_table
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from worker_kit import steal
+from support.async_engines import async_engine_fixture, make_async_engine  # noqa: F401 - the async_engine fixture
+from support.queues import drain, outcomes, side_rows, side_table
+from support.waiting import Events
+from support.workers import enqueue, job_row, journal, running, steal
 
 from venturi_sa import Complete, InvalidOption, JobContext, Pause, Queue, Retry, Task, Worker
 from venturi_sa.errors import AsyncDriverMissing

@@ -6,7 +6,9 @@ import threading
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, running, scalar
+from support.probes import running, scalar
+from support.waiting import Events
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

@@ -6,7 +6,9 @@ import threading
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, running
+from support.probes import running
+from support.waiting import Events
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Priority, Queue, Task, Worker
 

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import WAIT, Events, drain, enqueue, job_row, running
 from marshmallow import Schema, fields
+from support.hooks import drain
+from support.waiting import WAIT, Events
+from support.workers import enqueue, job_row, running
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 from venturi_sa.errors import InvalidOption, LeaseLost

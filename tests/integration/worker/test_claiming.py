@@ -9,8 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import Events, drain, enqueue, job_row, running
 from sqlalchemy.orm import Session
+from support.queues import drain
+from support.waiting import Events
+from support.workers import enqueue, job_row, running
 
 from venturi_sa import JobContext, Priority, Queue, Task, Worker
 from venturi_sa.storage.claim import explain_claim

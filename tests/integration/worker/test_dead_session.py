@@ -6,7 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, journal, running, scalar, settled, wait_until
+from support.probes import running, scalar, settled
+from support.waiting import Events, wait_until
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

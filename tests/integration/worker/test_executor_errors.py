@@ -11,8 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, app_sessions, enqueue, journal, running, settled, side_table, side_write, worker_engine
 from marshmallow import Schema, fields, post_load
+from support.probes import app_sessions, running, settled, side_table, side_write, worker_engine
+from support.waiting import Events
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

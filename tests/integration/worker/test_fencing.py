@@ -9,22 +9,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
-from queue_kit import (
-    Events,
-    drain,
-    enqueue,
-    job_row,
-    journal,
-    outcomes,
-    running,
-    side_rows,
-    side_table,
-    side_write,
-    wait_until,
-)
 from sqlalchemy.orm import Session
-from worker_kit import steal
+from support.factories import factories_for
+from support.queues import drain, outcomes, side_rows, side_table, side_write
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row, journal, running, steal
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 

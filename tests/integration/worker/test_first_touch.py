@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import drain, enqueue, journal
 from click.testing import CliRunner, Result
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
+from support.hooks import drain
+from support.workers import enqueue, journal
 
 import alembic_venturi
 from venturi_sa import Die, JobContext, Queue, SchemaNotMigrated, Task, make_models

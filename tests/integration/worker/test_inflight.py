@@ -7,7 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, job_row, outcomes, running, scalar, wait_until
+from support.probes import outcomes, running, scalar
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 

@@ -7,8 +7,10 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, job_row, running, scalar, side_table, side_write, wait_until, worker_engine
-from kit import journal as entries
+from support.probes import running, scalar, side_table, side_write, worker_engine
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row
+from support.workers import journal as entries
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
-from queue_kit import WAIT, drain, enqueue, job_row, journal, running
 from sqlalchemy.ext.asyncio import AsyncEngine
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
+from support.queues import drain
+from support.waiting import WAIT
+from support.workers import enqueue, job_row, journal, running
 
 from venturi_sa import Die, JobContext, JobNotCompleted, JobNotFound, Queue, Task, Worker
 from venturi_sa.errors import InvalidOption

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import ASYNC_DRIVERS, make_async_engine
-from driver_kit import SYNC_DRIVERS, driver_engine
-from queue_kit import Events, enqueue, running, wait_until
+from support.async_engines import ASYNC_DRIVERS, make_async_engine
+from support.drivers import SYNC_DRIVERS, driver_engine
+from support.waiting import Events, wait_until
+from support.workers import enqueue, running
 
 from venturi_sa import Queue, Task, Worker
 from venturi_sa.storage import drivers

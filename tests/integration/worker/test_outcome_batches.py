@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kit import Events, enqueue, job_row, journal, running, settled
 from marshmallow import Schema, fields
+from support.probes import running, settled
+from support.waiting import Events
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import Complete, JobContext, Queue, Retry, Task, Worker
 

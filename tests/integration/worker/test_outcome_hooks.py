@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import WAIT, Events, drain, enqueue, exports_table, journal, running, states
 from marshmallow import Schema, fields
 from sqlalchemy.orm import Session
+from support.hooks import drain, exports_table, states
+from support.waiting import WAIT, Events
+from support.workers import enqueue, journal, running
 
 from venturi_sa import Die, JobContext, Queue, Retry, Task, Worker
 from venturi_sa.worker.outcome_hooks import OutcomeContext

@@ -13,18 +13,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kit import (
-    Events,
-    enqueue,
-    fail_once_trigger,
-    faults_fired,
-    outcomes,
-    rows,
-    running,
-    settled,
-    side_table,
-    side_write,
-)
+from support.probes import fail_once_trigger, faults_fired, outcomes, rows, running, settled, side_table, side_write
+from support.waiting import Events
+from support.workers import enqueue
 
 from venturi_sa import Complete, JobContext, Queue, Task, Worker
 

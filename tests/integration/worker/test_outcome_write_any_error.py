@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kit import journal, running, scalar, settled
-from worker_kit import enqueue
+from support.probes import running, scalar, settled
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

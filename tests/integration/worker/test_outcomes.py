@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
-from queue_kit import drain, enqueue, job_row, journal, outcomes, side_rows, side_table, side_write
 from sqlalchemy.orm import Session
+from support.queues import drain, outcomes, side_rows, side_table, side_write
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import Complete, Die, JobContext, Pause, Queue, Retry, Task, testing
 from venturi_sa.testing import Clock

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
 from marshmallow import Schema, fields
-from queue_kit import drain, enqueue, job_row, journal
 from sqlalchemy.orm import Session
+from support.factories import factories_for
+from support.queues import drain
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import JobContext, Queue, Task
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from factories import factories_for
-from kit import journal, running, settled
 from sqlalchemy.orm import Session
+from support.factories import factories_for
+from support.probes import running, settled
+from support.workers import journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

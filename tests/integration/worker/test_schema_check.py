@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from kit import Background
+from support.probes import Background
 
 import alembic_venturi
 from venturi_sa import JobContext, Queue, Task, Worker, make_models

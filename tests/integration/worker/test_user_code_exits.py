@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 import sqlalchemy as sa
-from kit import enqueue, journal, running, settled
 from marshmallow import Schema, fields, post_load
+from support.probes import running, settled
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

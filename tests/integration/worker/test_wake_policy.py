@@ -12,8 +12,10 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from kit import Events, enqueue, running
 from marshmallow import Schema, fields
+from support.probes import running
+from support.waiting import Events
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Task, Worker
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from adoption_kit import drain, enqueue, journal
 from click.testing import CliRunner, Result
+from support.hooks import drain
+from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker, WorkerApp
 from venturi_sa.cli import cli

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
-from queue_kit import Events, enqueue, job_row, journal, running, wait_until
+from support.waiting import Events, wait_until
+from support.workers import enqueue, job_row, journal, running
 
 from venturi_sa import InvalidOption, JobContext, Queue, Task, Worker
 

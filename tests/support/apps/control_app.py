@@ -17,16 +17,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
+from support.processes import serve_worker
 
-if __name__ == "__main__":  # run as a script: import the source tree's venturi and tests/process_kit
-    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
-
-from process_kit import serve_worker  # noqa: E402
-
-from venturi_sa import JobContext, Queue, Task, Worker, make_models  # noqa: E402
+from venturi_sa import JobContext, Queue, Task, Worker, make_models
 
 WAIT = 60.0
 

@@ -20,19 +20,14 @@ import signal
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from support.periodic import Tick, Tock
+from support.processes import serve_worker
 
-if __name__ == "__main__":  # run as a script: the kits beside it and in tests/, the installed venturi
-    sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-
-from periodic_kit import Tick, Tock  # noqa: E402
-from process_kit import serve_worker  # noqa: E402
-
-from venturi_sa import Queue, Worker, make_models  # noqa: E402
-from venturi_sa.periodic import all_within, policies  # noqa: E402
+from venturi_sa import Queue, Worker, make_models
+from venturi_sa.periodic import all_within, policies
 
 PERIOD = timedelta(seconds=1)
 WINDOW = timedelta(hours=1)

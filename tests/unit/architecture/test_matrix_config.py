@@ -6,13 +6,15 @@ import configparser
 import importlib.util
 import re
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 FAST_TIERS = {"tests/unit", "tests/integration", "tests/migrations"}
+# The acceptance folders whose subject is the versions: the CLI (quickstart, the embedded-server fallback), PgBouncer.
+VERSION_CELL_TESTS = FAST_TIERS | {"tests/acceptance/cli", "tests/acceptance/storage"}
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +53,8 @@ def test_every_tox_test_environment_is_a_matrix_cell(matrix: ModuleType) -> None
 
 def test_the_cells_cover_the_supported_combinations(matrix: ModuleType) -> None:
     cells = {c.name: c for c in matrix.read_cells()}
-    every_tier = {f"tests/{p.name}" for p in (ROOT / "tests").iterdir()
-                  if p.is_dir() and any(p.glob("test_*.py"))}  # every tier runs in the main cell
     main = cells["main"]
     assert (main.python, main.deps, main.setenv["VENTURI_EXPECT_PG_MAJOR"]) == ("3.11", ["sqlalchemy>=2.1,<2.2"], "15")
-    assert tiers(main) == every_tier
     lowest = cells["py310-lowest"]
     assert (lowest.python, lowest.deps) == ("3.10", [f"sqlalchemy=={sqlalchemy_floor()}"])
     assert (cells["py313"].python, cells["py313"].deps) == ("3.13", ["sqlalchemy>=2.1,<2.2"])
@@ -64,8 +63,23 @@ def test_the_cells_cover_the_supported_combinations(matrix: ModuleType) -> None:
     assert main.setenv["VENTURI_DRIVER_MATRIX"] == "full"  # every driver combination runs somewhere
     for cell in cells.values():
         assert FAST_TIERS <= tiers(cell), cell.name
+        if cell is not main:
+            assert tiers(cell) == VERSION_CELL_TESTS, cell.name
         assert cell.setenv.get("VENTURI_EXPECT_PG_MAJOR") in ("15", "18"), cell.name
         assert cell.setenv.get("VENTURI_DRIVER_MATRIX") == ("full" if cell is main else "lean"), cell.name
+
+
+def test_the_main_cell_runs_every_test_folder_the_fast_tiers_first(matrix: ModuleType) -> None:
+    main = next(c for c in matrix.read_cells() if c.name == "main")
+    runs = [[arg for arg in args if arg.startswith("tests/")] for args in main.runs]
+    assert runs[0] == ["tests/unit"] and sorted(runs[1]) == ["tests/integration", "tests/migrations"]
+    assert "-n" in main.runs[1]
+    assert all(arg.startswith("tests/acceptance/") for run in runs[2:] for arg in run)  # the slow tier last
+    run = {arg for args in runs for arg in args}
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
+               if "support" not in p.parts}
+    missed = sorted(f for f in folders if not any(f == r or f.startswith(r + "/") for r in run))
+    assert not missed, f"no CI run reaches {missed}"
 
 
 def test_the_classifiers_name_exactly_the_tested_pythons(matrix: ModuleType) -> None:
