@@ -1,6 +1,6 @@
 """A big queue for query plans: terminal jobs with a journal entry each, live rows, schedules, fires, pauses.
 
-Used by ``tests/web/test_web_explain.py`` (50k rows by default) and by
+Used by ``tests/integration/web/test_web_explain.py`` (50k rows by default) and by
 ``bench/webplans.py`` (1M rows, EXPLAIN ANALYZE of every page), so both plan
 the same data.  Plain SQL, one transaction, then ``VACUUM ANALYZE``.
 """

@@ -1,5 +1,5 @@
 """Helpers for the runtime-control tests: a watched worker, do-nothing task types, side-table reads
-(worker processes: ``process_kit``)."""
+(worker processes: ``support.processes``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Worker processes of a test app: ``python APP`` with ``VENTURI_*`` settings, started until it prints READY.
 
-An app module (``tests/acceptance/worker_app.py``, ``tests/control/control_app.py``,
-``tests/periodic/periodic_app.py``) reads its settings from the environment,
+An app module (``tests/support/apps/worker_app.py``, ``tests/support/apps/control_app.py``,
+``tests/support/apps/periodic_app.py``) reads its settings from the environment,
 may create its tables with ``ddl(prefix)``, and runs its worker with
 :func:`serve_worker`, which prints ``READY`` just before the worker starts.
 The test side starts and stops the processes with :class:`Procs`.

@@ -1,8 +1,8 @@
 """The stack parameter of the conformance matrix, and acting through one stack.
 
-Import the fixtures into a test module (``from stack_kit import app_engine_fixture, engine_fixture,
+Import the fixtures into a test module (``from support.stacks import app_engine_fixture, engine_fixture,
 stack_fixture``):
-``stack`` is each supported :class:`~driver_kit.Stack` in turn; ``engine``
+``stack`` is each supported :class:`~support.drivers.Stack` in turn; ``engine``
 (overriding the per-driver one) is the sync engine the test seeds and reads
 through; ``app_engine`` is what the application gives venturi on that stack
 (an ``AsyncEngine`` for the async ones, used on the worker loop only).

@@ -5,7 +5,7 @@ the caller's transaction; the verb never commits) and one frozen keyword-only
 params object, and returns plain data (or, for enqueue, the ``Job`` objects
 the caller's session owns).  :class:`SqlAlchemyBackend` is the only
 implementation for now; its SQL lives in the modules beside this one.  The
-conformance suite (``tests/conformance``) runs against the protocol, so a
+conformance suite (``tests/integration/conformance``) runs against the protocol, so a
 second implementation is held to the same behaviour.
 """
 

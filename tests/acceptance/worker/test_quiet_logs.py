@@ -93,7 +93,7 @@ def test_sql_parameters_are_hidden_from_logs_and_errors(pg_url: str) -> None:
 
 def test_the_worker_commands_vv_log_shows_statements_without_parameters(engine: sa.Engine, sqlmodel_app: Any,
                                                                         pg_url: str) -> None:
-    """tests/adoption/adoption_sqlmodel.py's handler inserts ``hero 1`` and returns a result: both are parameters."""
+    """adoption_sqlmodel.py's handler inserts ``hero 1`` and returns a result: both are parameters."""
     enqueue(engine, sqlmodel_app.queue, sqlmodel_app.queue.registry.get("count_heroes")())
     env = {**os.environ, "ADOPTION_PREFIX": sqlmodel_app.PREFIX, "ADOPTION_STOP": "1", "VENTURI_DSN": pg_url}
     try:

@@ -8,7 +8,7 @@ query a test makes go through that driver; the ``backend`` fixture is
 parametrized by implementation (today one, ``sqlalchemy``).
 
 The stack modules (``test_*_per_stack.py``) override ``engine`` with the
-``stack`` parameter instead (see ``stack_kit.py``): {sync, async} SQLAlchemy
+``stack`` parameter instead (see ``support/stacks.py``): {sync, async} SQLAlchemy
 × {psycopg2, psycopg 3, asyncpg}, each engine made once per session.
 """
 

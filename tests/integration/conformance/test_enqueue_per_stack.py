@@ -1,6 +1,6 @@
 """Conformance of enqueue, per stack: {``Session``, ``AsyncSession``} × {psycopg2, psycopg 3, asyncpg}.
 
-The application's session (``stack_kit.AppSession``: a ``Session``, or an
+The application's session (``support.stacks.AppSession``: a ``Session``, or an
 ``AsyncSession`` with ``enqueue_async``) is where jobs are added: commit
 publishes them (with an enqueue's time limit) and sends the queue's ``NOTIFY``, rollback leaves nothing,
 and two processes enqueueing one dedup key end with one job.  The two

@@ -4,7 +4,7 @@
 outcomes, lease renewals and LISTEN through psycopg2 or psycopg 3) or an
 ``AsyncEngine`` (the same through asyncpg or psycopg 3 async, on the worker
 loop).  Handlers follow the stack: ``def run`` with ``ctx.session``, or
-``async def run`` with ``ctx.session_async`` (see ``stack_kit.handler``).
+``async def run`` with ``ctx.session_async`` (see ``support.stacks.handler``).
 The test seeds and reads through ``engine``, a sync engine.  The two
 combinations no driver offers are refused when built.  Waits are on the
 worker's events, never on sleeps.

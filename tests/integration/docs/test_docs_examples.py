@@ -1,7 +1,7 @@
 """The python examples in docs/ run against a real database.
 
 Convention: a page opts in by naming this file in an HTML comment near its top
-(``<!-- ... (tests/integration/test_docs_examples.py) ... -->``).  Its
+(``<!-- ... (tests/integration/docs/test_docs_examples.py) ... -->``).  Its
 ```` ```python ```` blocks then run in order, in one namespace per page that
 starts with ``engine`` (an Engine, session time zone UTC) and ``prefix`` (a
 fresh queue prefix whose tables do not exist yet).  A block opened with

@@ -4,7 +4,7 @@ Same semantics as ``enqueue_many``: the rows join the caller's transaction
 (commit publishes them, rollback leaves nothing), the queue's ``NOTIFY`` is
 delivered once per kind at commit, dedup tasks take the ordinary path (its
 locks and merges), and bad input raises with nothing written.  The async
-twin is in ``tests/conformance/test_enqueue_per_stack.py`` (every stack).
+twin is in ``tests/integration/conformance/test_enqueue_per_stack.py`` (every stack).
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def test_hostile_handlers_never_deadlock_or_leak_a_slot(cluster: ThrowawayCluste
     """BaseException subclasses, junk return values, a poisoned session, blocking past the lease."""
     queue = fault_app.build_queue(rel_prefix, db, lease=1, max_failures=2)
     hostile = ["raise_SystemExit", "raise_GeneratorExit", "raise_ValueError", "return_junk", "poison_session"]
-    # (KeyboardInterrupt stops the worker, as Ctrl-C would: tests/integration/test_poison.py)
+    # (KeyboardInterrupt stops the worker, as Ctrl-C would: tests/integration/worker/test_poison.py)
     ids = dict(zip(hostile, enqueue(db, queue, [{"mode": m} for m in hostile]), strict=True))
     (blocker,) = enqueue(db, queue, [{"mode": "sleep", "sleep": 2.5}])  # 2.5 x its 1 s lease
     bg = Background(Worker(queue, engine_for("venturi-hostile"), concurrency=2, poll_interval=0.2,

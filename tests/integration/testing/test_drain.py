@@ -44,7 +44,7 @@ def test_fail_fast_reraises_with_the_handler_traceback_and_records_nothing(
     with pytest.raises(ValueError, match="boom") as raised:
         drain(s, q)
     frames = traceback.extract_tb(raised.value.__traceback__)
-    assert frames[-1].name == "run" and "testing_kit.py" in frames[-1].filename
+    assert frames[-1].name == "run" and "notes.py" in frames[-1].filename
     assert (job.status, job.run_count, job.failure_count) == ("pending", 0, 0)
     assert _journal(s, models, job.id) == [] and notes(s) == []
     assert_enqueued(s, q, "boom")

@@ -4,7 +4,7 @@ The statements explained are the builders the pages run.  The table holds
 ``VENTURI_WEB_EXPLAIN_ROWS`` terminal jobs (default 50k, so CI stays fast;
 set it to 1000000 to check the plans at 1M rows and print them with ``-s``),
 each with one journal entry, spread over the last ten days, the newest within
-the hour; plus 500 live rows (``bigqueue_kit``; ``bench/webplans.py`` explains
+the hour; plus 500 live rows (``support.bigqueue``; ``bench/webplans.py`` explains
 every page on the same data at 1M rows).
 """
 

@@ -3,7 +3,7 @@
 ``python control_app.py`` reads ``VENTURI_DSN``, ``VENTURI_PREFIX``,
 ``VENTURI_LISTEN`` (``1``/``0``) and ``VENTURI_LEASE`` (seconds, default 3:
 a renewal every second).  It prints ``READY <pid>`` before the worker starts
-and ``EXIT <pid> <processed>`` after it stopped (SIGTERM; ``process_kit.serve_worker``).  Kinds:
+and ``EXIT <pid> <processed>`` after it stopped (SIGTERM; ``support.processes.serve_worker``).  Kinds:
 
 * ``hold``: writes a ``<prefix>_side`` row through ``ctx.session``, records a
   ``<prefix>_started`` row (committed at once), then waits for a cancel and

@@ -1,4 +1,4 @@
-"""A worker process for the periodic tests (``process_kit.Procs``; settings from ``VENTURI_*``).
+"""A worker process for the periodic tests (``support.processes.Procs``; settings from ``VENTURI_*``).
 
 Its queue registers one kind, ``VENTURI_KIND`` (``tick``, the default, or
 ``tock``), and declares ``VENTURI_SCHEDULES`` schedules of it named

@@ -8,7 +8,7 @@
   ``VENTURI_GRACE`` seconds (default 30).
 
 It prints ``READY <pid>`` to stdout once the worker is about to start, and
-``EXIT <pid> <processed>`` when it returns (``process_kit.serve_worker``).  The single task kind ``work``
+``EXIT <pid> <processed>`` when it returns (``support.processes.serve_worker``).  The single task kind ``work``
 writes one row to ``<prefix>_side`` through ``ctx.session`` (so the row
 commits with the outcome, exactly once), and, depending on its payload's
 ``mode``, first records a ``<prefix>_started`` row in its own committed

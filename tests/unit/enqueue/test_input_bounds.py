@@ -1,8 +1,8 @@
 """The bounds on stored JSON and on times, checked without a database (issue 24 items 4 and 7).
 
 The same refusals against the real database, with nothing written, are in
-tests/integration/test_enqueue_bounds.py; the time limit's bound (issue 23
-#9) in tests/unit/test_timeout_bound.py.
+tests/integration/enqueue/test_enqueue_bounds.py; the time limit's bound (issue 23
+#9) in tests/unit/worker/test_timeout_bound.py.
 """
 
 from __future__ import annotations
