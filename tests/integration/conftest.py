@@ -1,4 +1,4 @@
-"""Fixtures of the core queue's integration tests (real PostgreSQL, in-process workers)."""
+"""Fixtures of the integration tier (real PostgreSQL, in-process): a session, the factories."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import sqlalchemy as sa
 import worker_app
 from sqlalchemy.orm import Session
 from support.processes import PROCESS_WAIT, Procs, app_procs
+from support.waiting import wait_until
 
 WAIT = PROCESS_WAIT
 
@@ -27,10 +27,7 @@ def scalar(engine: sa.Engine, sql: str, **params: Any) -> Any:
 
 
 def wait_for(engine: sa.Engine, sql: str, expected: Any, timeout: float = WAIT, **params: Any) -> None:
-    deadline = time.monotonic() + timeout
-    while (value := scalar(engine, sql, **params)) != expected:
-        assert time.monotonic() < deadline, f"{sql!r} is {value!r}, expected {expected!r} within {timeout}s"
-        time.sleep(0.1)
+    wait_until(lambda: scalar(engine, sql, **params) == expected, timeout, f"{sql!r} to be {expected!r}", every=0.1)
 
 
 def enqueue(engine: sa.Engine, prefix: str, *modes: str) -> list[str]:
