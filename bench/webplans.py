@@ -1,6 +1,6 @@
 """Query plans of every dashboard page on a queue of 1M terminal jobs: EXPLAIN (ANALYZE, BUFFERS) of what it sends.
 
-Seeds ``tests/web/bigqueue_kit``'s data (``--rows`` terminal jobs, default 1M,
+Seeds ``tests/support/bigqueue``'s data (``--rows`` terminal jobs, default 1M,
 one journal entry each, spread over ten days; 500 live rows; 3 schedules, a
 fire row for every 100th job; 2 pauses) into a throwaway cluster (or
 ``--dsn``), then requests every page of the dashboard through Starlette's
@@ -13,7 +13,7 @@ time (median of ``--rounds``), and per page the request time (first request,
 then the median of ``--rounds``, rendering included).  The machine load
 (``uptime``) is printed with the figures.
 
-    bash scripts/test.sh tests/web/test_web_charts.py   # once: makes .venv (test + web extras)
+    bash scripts/test.sh tests/unit/web/test_web_charts.py   # once: makes .venv (test + web extras)
     .venv/bin/python bench/webplans.py [--rows 1000000] [--rounds 5] [--dsn URL]
 """
 
@@ -35,8 +35,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "web"))
-from bigqueue_kit import seed_big  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.bigqueue import seed_big  # noqa: E402
 
 from venturi_sa import Models, storage  # noqa: E402
 from venturi_sa.devtools.throwaway import ThrowawayCluster  # noqa: E402

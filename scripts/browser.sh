@@ -1,4 +1,4 @@
-# Sourced by scripts/test.sh: make sure the dashboard's browser tests (tests/web)
+# Sourced by scripts/test.sh: make sure the dashboard's browser tests (tests/acceptance/web)
 # have Debian's headless Chromium and its ChromeDriver.  Installs the packages
 # chromium and chromium-driver with apt-get when they are missing and we are
 # root; otherwise the browser tests skip, saying why.  Sets

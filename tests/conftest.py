@@ -7,6 +7,11 @@ its own cluster.
 
 ``VENTURI_EXPECT_PG_MAJOR`` (set by the CI matrix) makes the session stop at
 once if the server is another major version than the cell is meant to test.
+
+The helpers are the ``support`` package (``tests/support``) and the apps tests
+run as processes are in ``tests/support/apps``: setup.cfg's ``pythonpath`` puts
+both on this process's ``sys.path``, and this module on the ``PYTHONPATH`` of
+every process a test starts.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
+from support.paths import APPS, TESTS
 
 from venturi_sa.devtools.throwaway import NoPostgres, ThrowawayCluster, find_server
+
+# A worker app run as a script or by `venturi worker module:attr` imports `support` and its sibling apps.
+os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(APPS), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 # Durability is irrelevant for tests; these make commits cheap on 2 cores.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}

@@ -1,4 +1,4 @@
-"""Fixtures of the core queue's integration tests (real PostgreSQL, in-process workers)."""
+"""Fixtures of the integration tier (real PostgreSQL, in-process): a session, the factories."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from factories import factories_for
 from sqlalchemy.orm import Session
+from support.factories import factories_for
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import PERIODIC_TABLES, apply_periodic, apply_seed, run_sql, snapshot
+from support.catalog import PERIODIC_TABLES, apply_periodic, apply_seed, run_sql, snapshot
 
 _counter = itertools.count()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
-from migration_catalog import relation_names, run_sql
+from support.catalog import relation_names, run_sql
 from test_migrations_autogenerate import Project
 
 import alembic_venturi

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from migration_catalog import PERIODIC_TABLES, snapshot
+from support.catalog import PERIODIC_TABLES, snapshot
 
 import alembic_venturi
 

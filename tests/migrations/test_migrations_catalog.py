@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
-from migration_catalog import (
+from support.catalog import (
     NOT_NULL_CONSTRAINTS_SINCE,
     PERIODIC_TABLES,
     TOKEN,

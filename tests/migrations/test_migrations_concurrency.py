@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import snapshot
+from support.catalog import snapshot
 
 import alembic_venturi
 

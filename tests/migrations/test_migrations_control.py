@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import (
+from support.catalog import (
     CONTROL_TABLES,
     NOT_NULL_CONSTRAINTS_SINCE,
     TIMEOUT_TABLES,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import relation_names, run_sql, snapshot
+from support.catalog import relation_names, run_sql, snapshot
 
 import alembic_venturi
 from venturi_sa import make_models

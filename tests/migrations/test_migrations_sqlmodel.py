@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import snapshot
+from support.catalog import snapshot
 from test_migrations_autogenerate import Project, operations
 
 pytest.importorskip("sqlmodel")

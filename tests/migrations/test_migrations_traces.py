@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import ON_DEAD_TABLES, TRACE_TABLES, relation_names, snapshot
+from support.catalog import ON_DEAD_TABLES, TRACE_TABLES, relation_names, snapshot
 from test_migrations_control import checked_catalog
 
 import alembic_venturi

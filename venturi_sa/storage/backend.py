@@ -15,7 +15,7 @@ recovery, into ``dead``), so the worker reaches nothing else through storage.
 Two implementations: :class:`SqlAlchemyBackend` (PostgreSQL; its SQL is in
 the topic modules beside this one) and
 :class:`~venturi_sa.storage.memory.MemoryBackend` (tests only).
-``tests/conformance`` runs the worker-verb tests on both.  Everything else
+``tests/integration/conformance`` runs the worker-verb tests on both.  Everything else
 (enqueue, operations, schedules, the dashboard) calls its topic module,
 ``venturi_sa.storage.<topic>``, directly: those are PostgreSQL features with
 one implementation, not part of the seam.

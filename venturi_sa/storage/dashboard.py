@@ -1,7 +1,7 @@
 """The dashboard's read SQL: filtered job pages, one job, workers, selections, change tokens.
 
 Every statement is a plain ``SELECT`` without locks, served by a seed index;
-builders are public so ``tests/web`` can ``EXPLAIN`` exactly what a page runs.
+builders are public so ``tests/integration/web`` can ``EXPLAIN`` exactly what a page runs.
 Nothing here commits.
 
 - **Job pages** walk ``_jobs_created (created_at, id)`` backwards (or forwards,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from sqlalchemy.ext.asyncio import AsyncEngine
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
 
 from venturi_sa import Queue, ScheduleInfo, Task, VenturiError, periodic
 from venturi_sa.periodic import reconcile

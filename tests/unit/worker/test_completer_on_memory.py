@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_parts import Parts
+from support.memory_parts import Parts
 
 from venturi_sa import JobContext, Outcome, Task
 from venturi_sa.storage.params import Fence, FinishParams

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from memory_parts import WORKER, Parts
+from support.memory_parts import WORKER, Parts
 
 from venturi_sa import JobContext, Task
 from venturi_sa.storage.params import RecoverParams

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from marshmallow import Schema, fields
-from memory_parts import Parts
+from support.memory_parts import Parts
 
 from venturi_sa import Complete, Die, JobContext, Pause, Retry, Task
 from venturi_sa.worker.cancel import deliver_cancel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from memory_parts import Parts
+from support.memory_parts import Parts
 
 from venturi_sa import JobContext, Task
 from venturi_sa.storage.params import SoonestParams

@@ -1,0 +1,85 @@
+"""``flask venturi <command>``: the ``venturi`` commands that act on a queue, on the app's engine and prefix."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from support.workers import enqueue
+
+pytest.importorskip("flask_sqlalchemy")
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def app(pg_url: str, models: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``adoption_flask``'s app on this test's queue; VENTURI_* unset, so only the app names the queue."""
+    monkeypatch.setenv("ADOPTION_PREFIX", models.prefix)
+    monkeypatch.setenv("ADOPTION_URL", pg_url)
+    for name in ("VENTURI_DSN", "VENTURI_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "adoption_flask", raising=False)
+    import adoption_flask
+
+    yield adoption_flask.create_app()
+    sys.modules.pop("adoption_flask", None)
+
+
+def flask_venturi(app: Any, *args: str) -> Any:
+    return app.test_cli_runner().invoke(args=["venturi", *args])
+
+
+def ok(result: Any) -> str:
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    return str(result.output)
+
+
+def test_every_queue_command_is_there_and_the_others_are_not(app: Any) -> None:
+    out = ok(flask_venturi(app, "--help"))
+    for name in ("worker", "stats", "jobs", "cleanup", "schedules", "pause", "resume", "pauses", "web", "migrate"):
+        assert f"\n  {name} " in out, name
+    assert "quickstart" not in out and "\n  sql " not in out
+
+
+def test_help_is_the_venturi_commands_own(app: Any) -> None:
+    out = ok(flask_venturi(app, "web", "--help"))
+    assert "Usage: flask venturi web [OPTIONS]" in out and "--read-only" in out
+    assert "why" in ok(flask_venturi(app, "jobs", "--help"))
+
+
+def test_pause_and_resume_act_on_the_apps_queue(app: Any, engine: sa.Engine, models: Any) -> None:
+    ok(flask_venturi(app, "pause", "in_app", "--reason", "deploy"))
+    with engine.connect() as conn:
+        [row] = conn.execute(sa.select(models.pauses_table))
+    assert (row.kind, row.reason, row.resumed_at) == ("in_app", "deploy", None)
+    [listed] = json.loads(ok(flask_venturi(app, "pauses", "--json")))
+    assert listed["kind"] == "in_app"
+    ok(flask_venturi(app, "resume", "in_app"))
+    assert json.loads(ok(flask_venturi(app, "pauses", "--json"))) == []
+
+
+def test_jobs_why_explains_a_job_of_the_apps_queue(app: Any, engine: sa.Engine) -> None:
+    queue = app.extensions["venturi"].queue
+    [job_id] = enqueue(engine, queue, queue.registry.get("in_app")())
+    ok(flask_venturi(app, "pause", "in_app", "--reason", "deploy"))
+    out = ok(flask_venturi(app, "jobs", "why", job_id))
+    assert job_id in out and "paus" in out
+
+
+def test_schedules_and_migrate_use_the_apps_prefix(app: Any, models: Any) -> None:
+    assert json.loads(ok(flask_venturi(app, "schedules", "--json"))) == []
+    out = ok(flask_venturi(app, "migrate"))
+    assert f"queue {models.prefix!r}: already at" in out
+
+
+def test_errors_are_the_venturi_commands_one_line(app: Any) -> None:
+    result = flask_venturi(app, "jobs", "show", "01J0NOSUCHJOB")
+    assert result.exit_code == 1, result.output
+    assert "venturi: error: no job with id '01J0NOSUCHJOB'" in result.output
+    assert "Traceback" not in result.output
+    usage = flask_venturi(app, "pause", "in_app")
+    assert usage.exit_code == 2 and "Missing option '--reason'" in usage.output, usage.output
