@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
-from support.queues import enqueue, job_row, journal
+from support.workers import enqueue, job_row, journal
 
 from venturi_sa import Cancelled, JobInfo, PauseInfo, Queue, Task
 from venturi_sa.ops import twins
