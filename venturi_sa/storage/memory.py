@@ -3,7 +3,7 @@
 For tests only, never production: nothing is durable, nothing is shared
 between processes, and only the worker's verbs exist (enqueue, operations,
 schedules and the dashboard are PostgreSQL's).  It keeps the SQL
-backend's semantics, and ``tests/conformance`` holds both to the same tests:
+backend's semantics, and ``tests/integration/conformance`` holds both to the same tests:
 
 * claim order is (priority, ``created_at``, id); a claim takes pending,
   visible, unpaused jobs of its kinds, at most ``limit`` and at most
