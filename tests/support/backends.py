@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from support.factories import db_now, factories_for
 from venturi_sa import Models
-from venturi_sa.storage import control
+from venturi_sa.storage import pauses
 from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
 from venturi_sa.storage.memory import MemoryBackend
 
@@ -122,7 +122,7 @@ class SqlKit:
 
     def pause(self, kind: str) -> None:
         with self.engine.begin() as conn:
-            control.pause(self.models, conn, control.PauseParams(kind=kind, actor="ops"))
+            pauses.pause(self.models, conn, pauses.PauseParams(kind=kind, actor="ops"))
 
     @contextmanager
     def locked(self, job_id: str) -> Iterator[None]:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from support.waiting import WAIT
 from venturi_sa import Models, Queue, Task, Worker
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import leases
+from venturi_sa.storage import recovery
 from venturi_sa.storage.params import ClaimParams, RecoverParams
 
 
@@ -47,7 +47,7 @@ def steal(engine: sa.Engine, models: Models, job_id: str, kind: str, thief: str 
         session.execute(sa.update(models.Job).where(models.Job.id == job_id)
                         .values(claim_expires_at=sa.func.now() - timedelta(seconds=1))
                         .execution_options(synchronize_session=False))
-        recovered = leases.recover(models, session, RecoverParams(max_failures={kind: 10}))
+        recovered = recovery.recover(models, session, RecoverParams(max_failures={kind: 10}))
         assert [r.id for r in recovered] == [job_id]
     with Session(engine) as session, session.begin():
         [job] = claims.claim(models, session, ClaimParams(

@@ -23,7 +23,8 @@ from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.errors import InvalidTransition
-from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.ops.cancel import Cancelled
+from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.queue import Queue
 
 

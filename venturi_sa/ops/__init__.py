@@ -3,8 +3,9 @@
 One module per responsibility: :mod:`~venturi_sa.ops.history` (one job, its
 journal, keyset-paged listings), :mod:`~venturi_sa.ops.stats`,
 :mod:`~venturi_sa.ops.cleanup` (retention), :mod:`~venturi_sa.ops.admin`
-(requeue, kill, release), :mod:`~venturi_sa.ops.control` (cancel, pause,
-edit), :mod:`~venturi_sa.ops.explain`, the records they return
+(requeue, kill, release), :mod:`~venturi_sa.ops.cancel`,
+:mod:`~venturi_sa.ops.pause` (and resume), :mod:`~venturi_sa.ops.edit` (and retry
+now), :mod:`~venturi_sa.ops.explain`, the argument checks (:mod:`~venturi_sa.ops.checks`), the records they return
 (:mod:`~venturi_sa.ops.records`) and the short transaction they all run in
 (:mod:`~venturi_sa.ops.transaction`).  Every function takes an ``Engine`` and
 opens its own short transactions, never the application's session; all SQL

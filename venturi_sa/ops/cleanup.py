@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.models import Models
-from venturi_sa.ops.options import aware, statuses
+from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import TERMINAL
 from venturi_sa.storage import cleanup as cleanup_store

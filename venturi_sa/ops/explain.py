@@ -25,10 +25,11 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage import control as control_store
+from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
-from venturi_sa.storage.control import ALL_KINDS, ExplainFacts
+from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
+from venturi_sa.storage.pauses import ALL_KINDS
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
 
@@ -81,7 +82,7 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     """
     with short_transaction(models, engine, isolation="REPEATABLE READ") as session:
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
-        facts = (control_store.explain_facts(models, session, job_id, activity_window=activity_window)
+        facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)

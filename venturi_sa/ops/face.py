@@ -24,10 +24,11 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.models import Models
-from venturi_sa.ops import admin, cleanup, history, stats
-from venturi_sa.ops import control as runtime
-from venturi_sa.ops.control import Cancelled, PauseInfo
+from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
+from venturi_sa.ops.cancel import Cancelled
+from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.explain import Explanation, explain
+from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.ops.twins import async_twin, joins_session, nap, operation
 from venturi_sa.periodic import firing
@@ -35,7 +36,7 @@ from venturi_sa.periodic import operations as schedules
 from venturi_sa.task import Registry
 
 log = logging.getLogger("venturi_sa.periodic")
-ACTOR = runtime.DEFAULT_ACTOR
+ACTOR = DEFAULT_ACTOR
 
 
 class Operations:
@@ -147,23 +148,23 @@ class Operations:
 
         With a ``Session`` it joins the caller's transaction (never commits);
         with an ``Engine`` it is its own short transaction.  See
-        :func:`venturi_sa.ops.control.cancel`.
+        :func:`venturi_sa.ops.cancel.cancel`.
         """
-        return runtime.cancel(self.models, bind, job_id, note, actor, self.registry)
+        return cancel.cancel(self.models, bind, job_id, note, actor, self.registry)
 
     @operation
     def edit(self, engine: Engine, job_id: str, *, priority: int | None = None, run_at: datetime | None = None,
              delay: timedelta | None = None, run_now: bool = False, payload: Any = None, note: str | None = None,
              actor: str = ACTOR) -> JobInfo:
         """Change a pending job's priority, run time or payload (schema-validated); journaled."""
-        return runtime.edit(self.models, self.registry, engine, job_id, priority=priority, run_at=run_at,
+        return edit.edit(self.models, self.registry, engine, job_id, priority=priority, run_at=run_at,
                             delay=delay, run_now=run_now, payload=payload, note=note, actor=actor,
                             max_payload_bytes=self.max_payload_bytes)
 
     @operation
     def retry_now(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
         """Make a pending job in backoff (or scheduled) eligible now; journaled."""
-        return runtime.retry_now(self.models, engine, job_id, note, actor)
+        return edit.retry_now(self.models, engine, job_id, note, actor)
 
     # -- kinds --------------------------------------------------------------------------------------
 
@@ -171,23 +172,23 @@ class Operations:
     def cancel_kind(self, engine: Engine, kind: str, note: str | None = None, *,
                     actor: str = ACTOR) -> list[Cancelled]:
         """Cancel every pending or claimed job of ``kind``, in one transaction."""
-        return runtime.cancel_kind(self.models, engine, kind, note, actor, registry=self.registry)
+        return cancel.cancel_kind(self.models, engine, kind, note, actor, registry=self.registry)
 
     @operation
     def pause(self, engine: Engine, kind: str, *, reason: str | None = None, until: datetime | None = None,
               delay: timedelta | None = None, actor: str = ACTOR) -> PauseInfo:
         """Pause ``kind`` (``"*"``: every kind) on every worker from commit on; persisted, with its reason."""
-        return runtime.pause(self.models, engine, kind, reason=reason, until=until, delay=delay, actor=actor)
+        return pause.pause(self.models, engine, kind, reason=reason, until=until, delay=delay, actor=actor)
 
     @operation
     def resume(self, engine: Engine, kind: str, *, actor: str = ACTOR) -> PauseInfo:
         """End ``kind``'s pause now; ``InvalidTransition`` if it is not paused."""
-        return runtime.resume(self.models, engine, kind, actor)
+        return pause.resume(self.models, engine, kind, actor)
 
     @operation
     def pauses(self, engine: Engine, *, in_force_only: bool = True) -> list[PauseInfo]:
         """The pauses in force (or the recent record of pauses), newest first (read-only)."""
-        return runtime.pauses(self.models, engine, in_force_only=in_force_only)
+        return pause.pauses(self.models, engine, in_force_only=in_force_only)
 
     # -- schedules (docs/periodic.md) --------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
-from venturi_sa.ops.options import aware, statuses
+from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status

@@ -4,7 +4,8 @@ One module per topic, each function taking the queue's ``Models``, a
 Session or Connection in the caller's transaction (it never commits) and,
 where it has parameters, one frozen keyword-only params object defined
 beside it: ``enqueue``, ``history``, ``stats``, ``cleanup``, ``admin``,
-``control`` (pauses, cancels, edits, explain), ``timeouts``, ``schedules``,
+``pauses``, ``cancels``, ``edits``, ``explain`` (the facts ``explain`` reads),
+``timeouts``, ``schedules``,
 ``on_dead``, ``dashboard`` and ``overview`` (the dashboard's reads),
 ``traces``, ``catalog``, ``testing``.  Their callers (enqueue, ``ops``,
 ``periodic``, ``web``, ``testing``) call them directly.

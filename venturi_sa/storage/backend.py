@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, outcomes
+from venturi_sa.storage import checkpoint, claim, leases, outcomes, recovery
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -134,7 +134,7 @@ class SqlAlchemyBackend:
         return leases.renew(self.models, tx, params)
 
     def recover(self, tx: Runner, params: RecoverParams) -> list[RecoveredJob]:
-        return leases.recover(self.models, tx, params)
+        return recovery.recover(self.models, tx, params)
 
     def soonest_visible(self, tx: Runner, params: SoonestParams) -> float | None:
         return claim.seconds_until_visible(self.models, tx, params)

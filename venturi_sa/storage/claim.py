@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage.control import claimable_kinds
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
+from venturi_sa.storage.pauses import claimable_kinds
 from venturi_sa.storage.timeouts import own_timeout
 
 

@@ -1,4 +1,7 @@
-"""Leases: renewal by the worker that holds them, recovery by any worker once expired."""
+"""Lease renewal by the worker that holds the runs, which also reads their cancel requests.
+
+Recovery of expired leases is ``storage/recovery.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
-from venturi_sa.states import Outcome, Status
-from venturi_sa.storage.control import cancel_note
-from venturi_sa.storage.outcomes import cancel_text, clear_cancels, owe_on_dead
-from venturi_sa.storage.params import RecoveredJob, RecoverParams, RenewParams, RenewResult, Runner
+from venturi_sa.states import Status
+from venturi_sa.storage.cancels import cancel_note
+from venturi_sa.storage.params import RenewParams, RenewResult, Runner
 
 
 def _held_rows() -> Any:
@@ -85,78 +87,3 @@ def renew(models: Models, session: Runner, params: RenewParams) -> RenewResult:
     cancels = {by_key[(r.id, r.run_count)]: cancel_note(r.cancel_actor, r.cancel_note, running=True)
                for r in rows if r.cancel_actor is not None and r.ours}
     return RenewResult(renewed=renewed, lost=lost, cancels=cancels)
-
-
-def _max_failures_expr(models: Models, params: RecoverParams) -> Any:
-    return sa.case(dict(params.max_failures), value=models.Job.kind)
-
-
-def recover(models: Models, session: Runner, params: RecoverParams) -> list[RecoveredJob]:
-    """Return expired claims to ``pending`` (``dead`` at the backstop), journaling each.
-
-    Only kinds in ``params.max_failures`` are recovered, each against its
-    own backstop.  A job with an undelivered cancel request ends ``dead``,
-    journaled as cancelled by the request's actor.  Every job that ends
-    ``dead`` here is owed an ``on_dead`` call (``<prefix>_on_dead``: a worker
-    of its kind makes it), and its cancel request goes.  Uses SKIP LOCKED,
-    so concurrent recoverers and a worker finishing the same job never wait
-    on each other; a finishing worker whose row was recovered first finds
-    its fence broken and writes nothing.
-    """
-    if not params.max_failures:
-        return []
-    job = models.Job
-    cancels = models.cancels_table.c
-    stale = (  # with the job's cancel request, if one is stored (the row lock is the job's only)
-        sa.select(job.id, job.claimed_by, cancels.actor.label("cancel_actor"), cancels.note.label("cancel_note"))
-        .outerjoin(models.cancels_table, cancels.job_id == job.id)
-        .where(job.status == Status.CLAIMED.value, job.claim_expires_at < sa.func.now(),
-               job.kind.in_(sorted(params.max_failures)))
-        .order_by(job.claim_expires_at)
-        .limit(params.limit)
-        .with_for_update(skip_locked=True, of=models.jobs_table)
-        .cte("stale")
-        .prefix_with("MATERIALIZED")
-    )
-    ends_dead = sa.or_(job.failure_count + 1 >= _max_failures_expr(models, params), stale.c.cancel_actor.is_not(None))
-    now = sa.func.clock_timestamp()
-    returned = (
-        sa.update(job)
-        .where(job.id == stale.c.id)
-        .values(
-            failure_count=job.failure_count + 1,
-            status=sa.case((ends_dead, Status.DEAD.value), else_=Status.PENDING.value),
-            finished_at=sa.case((ends_dead, now), else_=None),
-            visible_at=sa.case((ends_dead, job.visible_at), else_=now),
-            claimed_by=None,
-            claim_expires_at=None,
-        )
-        .returning(job.id, job.kind, job.run_count, job.status, stale.c.claimed_by, stale.c.cancel_actor,
-                   stale.c.cancel_note)
-        .cte("recovered")
-    )
-    dead = returned.c.status == Status.DEAD.value
-    by_cancel = returned.c.cancel_actor.is_not(None)
-    lease_note = (sa.literal("lease of ") + sa.func.coalesce(returned.c.claimed_by, "?") + " expired"
-                  + sa.case((dead, "; dead at max_failures"), else_="; back to pending"))
-    note = sa.case((by_cancel, cancel_text(
-        returned.c.cancel_actor, returned.c.cancel_note,
-        sa.literal("before the cancel was delivered, the lease of ", sa.Text)
-        + sa.func.coalesce(returned.c.claimed_by, "?") + " expired")), else_=lease_note)
-    logged = sa.insert(models.journal_table).from_select(
-        ["job_id", "kind", "run_no", "outcome", "note", "attachment"],
-        sa.select(returned.c.id, returned.c.kind, returned.c.run_count,
-                  sa.case((by_cancel, Outcome.DEAD.value), else_=Outcome.STALE_RECOVERED.value), note, sa.null()),
-    ).cte("logged")
-    ended = sa.select(returned.c.id, returned.c.kind, returned.c.run_count, note.label("note"),
-                      sa.func.coalesce(returned.c.cancel_actor, returned.c.claimed_by, "venturi").label("actor")
-                      ).where(dead).cte("ended")
-    owed = owe_on_dead(models, ended, now).cte("owed")
-    cleared = clear_cancels(models, ended).cte("cleared")
-    # One statement: the journal rows, owed calls and cleared requests are written by data-modifying CTEs.
-    rows = session.execute(
-        sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by)
-        .add_cte(logged, ended, owed, cleared)
-    ).all()
-    return [RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.dead, claimed_by=r.claimed_by)
-            for r in rows]

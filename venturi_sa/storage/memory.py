@@ -55,7 +55,7 @@ from venturi_sa.storage.params import (
 )
 
 T = TypeVar("T")
-PATTERN_MARK = "*"  # as storage.control: a pause kind ending in it holds every kind starting with the rest
+PATTERN_MARK = "*"  # as storage.pauses: a pause kind ending in it holds every kind starting with the rest
 
 
 def _now() -> datetime:

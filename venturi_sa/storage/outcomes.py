@@ -86,7 +86,7 @@ _AS_TEXT = {"carry", "attachment", "visible_at"}
 
 
 def cancel_text(actor: Any, note: Any, why: Any) -> Any:
-    """SQL for a cancel's journal note: ``cancelled by <actor> (<why>)[: <note>]`` (as ``control.cancel_note``)."""
+    """SQL for a cancel's journal note: ``cancelled by <actor> (<why>)[: <note>]`` (as ``cancels.cancel_note``)."""
     reason = sa.literal(why, sa.Text) if isinstance(why, str) else why
     return (sa.literal("cancelled by ", sa.Text) + actor + sa.literal(" (", sa.Text) + reason
             + sa.literal(")", sa.Text) + sa.func.coalesce(sa.literal(": ", sa.Text) + note, ""))

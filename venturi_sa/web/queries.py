@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
-from venturi_sa.ops.control import PauseInfo
 from venturi_sa.ops.face import Operations
+from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import dashboard as dashboard_store

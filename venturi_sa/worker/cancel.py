@@ -3,7 +3,7 @@
 A cancel reaches a worker through its lease renewal (the round trip it makes
 every ``lease / 3`` anyway, so delivery needs no LISTEN and survives a
 listener reconnect), sooner when a ``NOTIFY`` with
-:data:`~venturi_sa.storage.control.CANCEL_PAYLOAD` makes the lease keeper
+:data:`~venturi_sa.storage.cancels.CANCEL_PAYLOAD` makes the lease keeper
 renew at once.  Delivery sets the run's :class:`CancelState` (what
 ``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
 the run ends, whatever the handler returned, the pipeline's control step

@@ -33,7 +33,7 @@ from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.executor_threads import Executors
 from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.leases import LeaseKeeper
+from venturi_sa.worker.lease_keeper import LeaseKeeper
 from venturi_sa.worker.listener import Listener, LoopListener, WorkerListener
 from venturi_sa.worker.run import Run
 

@@ -21,7 +21,7 @@ and :class:`LoopListener` runs one on the worker's loop for a worker on an
 async engine (asyncpg's ``add_listener``, psycopg 3's async ``notifies()``),
 with the :class:`Listener` thread's interface.  Both are a
 :class:`WorkerListener`: besides ``wake``, each sets its ``nudge`` event on a
-notification carrying :data:`~venturi_sa.storage.control.CANCEL_PAYLOAD`
+notification carrying :data:`~venturi_sa.storage.cancels.CANCEL_PAYLOAD`
 (the lease keeper then renews, and so reads cancel requests, at once instead
 of at its next interval).
 """
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 import sqlalchemy as sa
 
 from venturi_sa.storage import drivers
-from venturi_sa.storage.control import CANCEL_PAYLOAD
+from venturi_sa.storage.cancels import CANCEL_PAYLOAD
 from venturi_sa.worker.loop import worker_loop
 
 if TYPE_CHECKING:

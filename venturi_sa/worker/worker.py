@@ -42,7 +42,7 @@ from venturi_sa.worker.connections import WorkerEngines
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.executor_threads import Executors
 from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.leases import LeaseKeeper
+from venturi_sa.worker.lease_keeper import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.owed import OwedCaller, hooked_kinds

@@ -17,14 +17,19 @@ from support.drivers import OpenRunner
 from support.factories import factories_for
 
 from venturi_sa import Models
+from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import claim as claim_store
-from venturi_sa.storage import control as control_store
+from venturi_sa.storage import edits as edits_store
+from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import leases as leases_store
+from venturi_sa.storage import pauses as pauses_store
 from venturi_sa.storage import timeouts as timeouts_store
-from venturi_sa.storage.control import CancelParams, EditParams, PauseParams, ResumeParams
+from venturi_sa.storage.cancels import CancelParams
+from venturi_sa.storage.edits import EditParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import ClaimParams, Fence, RenewParams, Runner
+from venturi_sa.storage.pauses import PauseParams, ResumeParams
 from venturi_sa.storage.timeouts import TimeoutsParams
 
 MINUTE = timedelta(minutes=1)
@@ -47,30 +52,30 @@ def test_a_pause_leaves_its_kind_out_of_the_claim_until_resumed(models: Models, 
                                                                 engine: sa.Engine) -> None:
     a, b = build(engine, models, kind="a"), build(engine, models, kind="b")
     with runner() as r:
-        row = control_store.pause(models, r, PauseParams(kind="a", actor="ops", reason="why"))
+        row = pauses_store.pause(models, r, PauseParams(kind="a", actor="ops", reason="why"))
         assert row is not None and (row.kind, row.actor, row.resume_at) == ("a", "ops", None)
     with runner() as r:
-        assert [p.kind for p in control_store.pauses(models, r)] == ["a"]
+        assert [p.kind for p in pauses_store.pauses(models, r)] == ["a"]
         assert [j.id for j in claim_store.claim(models, r, claim_params(["a", "b"]))] == [b.id]
     with runner() as r:
-        assert control_store.resume(models, r, ResumeParams(kind="a", actor="ops2")).resumed_by == "ops2"
-        assert control_store.resume(models, r, ResumeParams(kind="a", actor="ops2")) is None
+        assert pauses_store.resume(models, r, ResumeParams(kind="a", actor="ops2")).resumed_by == "ops2"
+        assert pauses_store.resume(models, r, ResumeParams(kind="a", actor="ops2")) is None
     with runner() as r:
         assert [j.id for j in claim_store.claim(models, r, claim_params(["a"]))] == [a.id]
-        assert control_store.pauses(models, r) == [] and len(control_store.pauses(models, r, in_force_only=False)) == 1
+        assert pauses_store.pauses(models, r) == [] and len(pauses_store.pauses(models, r, in_force_only=False)) == 1
 
 
 def test_a_pause_of_every_kind_and_a_pause_that_ended(models: Models, runner: OpenRunner,
                                                       engine: sa.Engine) -> None:
     build(engine, models, kind="a")
     with runner() as r:
-        control_store.pause(models, r, PauseParams(kind="*", actor="ops"))
+        pauses_store.pause(models, r, PauseParams(kind="*", actor="ops"))
         assert claim_store.claim(models, r, claim_params(["a"])) == []
     with runner() as r:  # a pause whose end has passed is no longer in force
         r.execute(sa.update(models.pauses_table).values(resume_at=sa.func.now() - MINUTE))
         assert len(claim_store.claim(models, r, claim_params(["a"]))) == 1
     with runner() as r:  # an end in the past is refused, nothing written
-        assert control_store.pause(models, r, PauseParams(kind="a", actor="ops", until=db_time(r) - MINUTE)) is None
+        assert pauses_store.pause(models, r, PauseParams(kind="a", actor="ops", until=db_time(r) - MINUTE)) is None
 
 
 def db_time(r: Runner) -> Any:
@@ -81,16 +86,16 @@ def test_cancel_by_status(models: Models, runner: OpenRunner, engine: sa.Engine)
     pending, claimed = build(engine, models, pending=True), build(engine, models, claimed=True)
     done = build(engine, models, completed=True)
     with runner() as r:
-        result = control_store.cancel(models, r, CancelParams(job_id=pending.id, actor="a", note="n"))
+        result = cancels_store.cancel(models, r, CancelParams(job_id=pending.id, actor="a", note="n"))
         assert result.done and result.job is not None and result.job.status == "dead"
-        result = control_store.cancel(models, r, CancelParams(job_id=claimed.id, actor="a"))
+        result = cancels_store.cancel(models, r, CancelParams(job_id=claimed.id, actor="a"))
         assert result.requested and result.job is not None and result.job.status == "claimed"
-        again = control_store.cancel(models, r, CancelParams(job_id=claimed.id, actor="b"))
+        again = cancels_store.cancel(models, r, CancelParams(job_id=claimed.id, actor="b"))
         assert again.requested  # the first request stands
-        finished = control_store.cancel(models, r, CancelParams(job_id=done.id, actor="a"))
+        finished = cancels_store.cancel(models, r, CancelParams(job_id=done.id, actor="a"))
         assert not finished.done and not finished.requested
-        assert control_store.cancel(models, r, CancelParams(job_id="nope", actor="a")).job is None
-        assert control_store.non_terminal_ids(models, r, kind="noop", limit=10) == [claimed.id]
+        assert cancels_store.cancel(models, r, CancelParams(job_id="nope", actor="a")).job is None
+        assert cancels_store.non_terminal_ids(models, r, kind="noop", limit=10) == [claimed.id]
     with engine.connect() as conn:
         [request] = conn.execute(sa.select(models.cancels_table)).all()
     assert (request.job_id, request.actor, request.run_no) == (claimed.id, "a", 1)
@@ -102,7 +107,7 @@ def test_renew_reports_cancel_requests_of_held_runs(models: Models, engine: sa.E
     params = RenewParams(worker_id=claimed.claimed_by, runs=[fence], lease=MINUTE)
     with engine.begin() as conn:
         assert dict(leases_store.renew(models, conn, params).cancels) == {}
-        control_store.cancel(models, conn, CancelParams(job_id=claimed.id, actor="ops", note="stop"))
+        cancels_store.cancel(models, conn, CancelParams(job_id=claimed.id, actor="ops", note="stop"))
     with engine.begin() as conn:
         result = leases_store.renew(models, conn, params)
     assert fence in result.renewed and dict(result.cancels) == {fence: "cancelled by ops while running: stop"}
@@ -111,10 +116,10 @@ def test_renew_reports_cancel_requests_of_held_runs(models: Models, engine: sa.E
 def test_edit_pending_only(models: Models, runner: OpenRunner, engine: sa.Engine) -> None:
     pending, claimed = build(engine, models, scheduled=True), build(engine, models, claimed=True)
     with runner() as r:
-        result = control_store.edit(models, r, EditParams(job_id=pending.id, actor="ops", priority=0, visible_now=True,
+        result = edits_store.edit(models, r, EditParams(job_id=pending.id, actor="ops", priority=0, visible_now=True,
                                                     changes=("priority -> 0", "run now")))
         assert result.applied and result.job is not None and result.job.priority == 0
-        refused = control_store.edit(models, r, EditParams(job_id=claimed.id, actor="ops", priority=0))
+        refused = edits_store.edit(models, r, EditParams(job_id=claimed.id, actor="ops", priority=0))
         assert not refused.applied and refused.job is not None and refused.job.status == "claimed"
     with engine.connect() as conn:
         notes = conn.execute(sa.select(models.journal_table.c.note)).scalars().all()
@@ -124,26 +129,26 @@ def test_edit_pending_only(models: Models, runner: OpenRunner, engine: sa.Engine
 def test_explain_facts(models: Models, runner: OpenRunner, engine: sa.Engine) -> None:
     first, second = build(engine, models, kind="k"), build(engine, models, kind="k")
     with runner() as r:
-        facts = control_store.explain_facts(models, r, second.id, activity_window=timedelta(minutes=10))
+        facts = explain_store.explain_facts(models, r, second.id, activity_window=timedelta(minutes=10))
         assert facts.job is not None and facts.ahead == 1 and facts.pause is None and not facts.recent_activity
-        assert control_store.explain_facts(models, r, "nope", activity_window=timedelta(minutes=10)).job is None
-        assert control_store.explain_facts(models, r, first.id, activity_window=timedelta(minutes=10)).ahead == 0
+        assert explain_store.explain_facts(models, r, "nope", activity_window=timedelta(minutes=10)).job is None
+        assert explain_store.explain_facts(models, r, first.id, activity_window=timedelta(minutes=10)).ahead == 0
 
 
 def test_a_kind_pattern_pause_and_the_pause_of_a_kind(models: Models, runner: OpenRunner,
                                                       engine: sa.Engine) -> None:
     held, free = build(engine, models, kind="mail.smtp"), build(engine, models, kind="mailer")
     with runner() as r:
-        control_store.pause(models, r, PauseParams(kind="mail.*", actor="ops"))
-        control_store.pause(models, r, PauseParams(kind="mail.smtp", actor="ops"))
+        pauses_store.pause(models, r, PauseParams(kind="mail.*", actor="ops"))
+        pauses_store.pause(models, r, PauseParams(kind="mail.smtp", actor="ops"))
         assert [j.id for j in claim_store.claim(models, r, claim_params(["mail.smtp", "mailer"]))] == [free.id]
-        own = control_store.pause_of(models, r, "mail.smtp")
-        pattern = control_store.pause_of(models, r, "mail.imap")
+        own = pauses_store.pause_of(models, r, "mail.smtp")
+        pattern = pauses_store.pause_of(models, r, "mail.imap")
         assert own is not None and own.kind == "mail.smtp" and pattern is not None and pattern.kind == "mail.*"
-        assert control_store.pause_of(models, r, "mailer") is None
+        assert pauses_store.pause_of(models, r, "mailer") is None
     with runner() as r:
-        control_store.resume(models, r, ResumeParams(kind="mail.smtp", actor="ops"))
-        control_store.resume(models, r, ResumeParams(kind="mail.*", actor="ops"))
+        pauses_store.resume(models, r, ResumeParams(kind="mail.smtp", actor="ops"))
+        pauses_store.resume(models, r, ResumeParams(kind="mail.*", actor="ops"))
         assert [j.id for j in claim_store.claim(models, r, claim_params(["mail.smtp"]))] == [held.id]
 
 

@@ -19,7 +19,7 @@ from venturi_sa import Queue, UnknownKind, Worker
 from venturi_sa.devtools.throwaway import ThrowawayCluster
 from venturi_sa.states import Outcome
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import leases
+from venturi_sa.storage import recovery
 from venturi_sa.storage.outcomes import finish
 from venturi_sa.storage.params import ClaimParams, FinishParams, RecoverParams
 
@@ -70,9 +70,9 @@ def _race(db: sa.Engine, queue: Queue, claimed: list[Any], at: float) -> None:
         start.wait()
         while not done.is_set():
             with Session(db) as s, s.begin():
-                leases.recover(models, s, recover)
+                recovery.recover(models, s, recover)
         with Session(db) as s, s.begin():
-            leases.recover(models, s, recover)
+            recovery.recover(models, s, recover)
 
     threads = [threading.Thread(target=complete), threading.Thread(target=recoverer)]
     for t in threads:

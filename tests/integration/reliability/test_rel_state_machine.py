@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import Queue, Task, make_models
 from venturi_sa.states import TERMINAL, Outcome
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import leases
+from venturi_sa.storage import leases, recovery
 from venturi_sa.storage.cleanup import CleanupParams, delete_batch_statement
 from venturi_sa.storage.outcomes import finish
 from venturi_sa.storage.params import ClaimParams, Fence, FinishParams, RecoverParams, RenewParams
@@ -150,7 +150,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def recover(self) -> None:
         with Session(self.engine) as s, s.begin():
-            got = leases.recover(self.models, s, RecoverParams(max_failures={"sm": MAX_FAILURES}))
+            got = recovery.recover(self.models, s, RecoverParams(max_failures={"sm": MAX_FAILURES}))
         self.journal_rows += len(got)
 
     @rule()

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from venturi_sa.storage import drivers
-from venturi_sa.storage.control import CANCEL_PAYLOAD
+from venturi_sa.storage.cancels import CANCEL_PAYLOAD
 from venturi_sa.worker.listener import Listener, Probe, deliver
 
 

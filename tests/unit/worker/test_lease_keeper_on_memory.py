@@ -9,7 +9,7 @@ from support.memory_parts import WORKER, Parts
 
 from venturi_sa import JobContext, Task
 from venturi_sa.storage.params import RecoverParams
-from venturi_sa.worker.leases import LeaseKeeper
+from venturi_sa.worker.lease_keeper import LeaseKeeper
 
 
 class Noop(Task):
