@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -57,6 +58,12 @@ def _short(index: str) -> str:
 
 
 # ------------------------------------------------------------------------------ insert cost
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; the server runs on this machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def insert_cost(dsn: str, admin: Any, n: int, rounds: int) -> str:
     import sqlalchemy as sa
     from ab_kit import load, noop_queue
@@ -72,10 +79,14 @@ def insert_cost(dsn: str, admin: Any, n: int, rounds: int) -> str:
     variants.update({f"-{_short(i)}": (i,) for i in defs})
     variants["-visible-created"] = (f"{PREFIX}_jobs_visible", f"{PREFIX}_jobs_created")
     rates: dict[str, list[float]] = {v: [] for v in variants}
+    server_us: dict[str, list[float]] = {v: [] for v in variants}
+    wal: dict[str, list[float]] = {v: [] for v in variants}
     sizes: dict[str, list[float]] = {i: [] for i in [*defs, f"{PREFIX}_jobs_pkey", f"{PREFIX}_jobs"]}
     tasks = [noop(seq=s) for s in range(n)]
     out = [f"## insert cost: {n:,} jobs per variant, enqueue_many(1,000, ids_only=True) + commit; {load()}\n"]
     cur = conn.cursor()
+    with Session(engine) as session:  # the pool's one connection: its server process is the one measured
+        backend = session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
     for r in range(rounds):
         order = list(variants)
         random.Random(r).shuffle(order)
@@ -84,24 +95,37 @@ def insert_cost(dsn: str, admin: Any, n: int, rounds: int) -> str:
             for index in variants[name]:
                 cur.execute(f"DROP INDEX {index}")
             cur.execute("CHECKPOINT")
+            cur.execute("SELECT pg_current_wal_insert_lsn()")
+            lsn0 = cur.fetchone()[0]
+            cpu0 = _cpu_seconds(backend)
             t0 = time.perf_counter()
             for start in range(0, n, 1000):
                 with Session(engine) as session:
                     queue.enqueue_many(session, tasks[start:start + 1000], ids_only=True)
                     session.commit()
             rates[name].append(n / (time.perf_counter() - t0))
+            server_us[name].append(1e6 * (_cpu_seconds(backend) - cpu0) / n)
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", (lsn0,))
+            wal[name].append(float(cur.fetchone()[0]) / n)
             if name == "all":
                 for rel in sizes:
                     cur.execute("SELECT pg_relation_size(%s)", (rel,))
                     sizes[rel].append(cur.fetchone()[0] / n)
             for index in variants[name]:
                 cur.execute(defs[index])
-        out.append(f"round {r + 1}: " + ", ".join(f"{v} {rates[v][-1]:,.0f}" for v in variants) + f"; {load()}")
-    out += ["", "| variant | jobs/s (median) | per round | ÷ all, same round (median) |", "|---|---|---|---|"]
+        out.append(f"round {r + 1}: " + ", ".join(f"{v} {rates[v][-1]:,.0f}/s {server_us[v][-1]:.1f} µs"
+                                                  for v in variants) + f"; {load()}")
+    out += ["", "Server CPU: the inserting connection's server process (user + system time, /proc); WAL: bytes "
+            "written per job.  Medians over rounds; ratios are same-round pairs.", "",
+            "| variant | jobs/s | ÷ all | server CPU µs/job | ÷ all | WAL bytes/job | ÷ all |",
+            "|---|---|---|---|---|---|---|"]
+    def ratio(values: dict[str, list[float]], name: str) -> float:
+        return statistics.median(a / b for a, b in zip(values[name], values["all"], strict=True) if b)
+
     for name in variants:
-        ratios = [a / b for a, b in zip(rates[name], rates["all"], strict=True)]
-        out.append(f"| {name} | {statistics.median(rates[name]):,.0f} | "
-                   f"{', '.join(f'{x:,.0f}' for x in rates[name])} | {statistics.median(ratios):.3f} |")
+        out.append(f"| {name} | {statistics.median(rates[name]):,.0f} | {ratio(rates, name):.3f} | "
+                   f"{statistics.median(server_us[name]):.1f} | {ratio(server_us, name):.3f} | "
+                   f"{statistics.median(wal[name]):.0f} | {ratio(wal, name):.3f} |")
     out += ["", "| relation | bytes per pending row (after the insert) |", "|---|---|"]
     out += [f"| {rel} | {statistics.median(v):.1f} |" for rel, v in sizes.items()]
     raw.close()
@@ -193,6 +217,11 @@ def capture(dsn: str) -> list[tuple[str, str, Any]]:
         ("cleanup, any terminal status (dry run count)", lambda: queue.cleanup(
             engine, before=now - timedelta(days=5), dry_run=True)),
         ("stats", lambda: queue.stats(engine)),
+        # these delete (the rows are seeded again before the EXPLAINs): a batch of the oldest day's half
+        ("cleanup, status=completed, a batch of 1,000", lambda: queue.cleanup(
+            engine, before=now - timedelta(days=9, hours=12), status="completed")),
+        ("cleanup, any terminal status, a batch of 1,000", lambda: queue.cleanup(
+            engine, before=now - timedelta(days=9, hours=12))),
     ]
     for name, op in ops:
         label[0] = name
