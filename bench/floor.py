@@ -105,8 +105,9 @@ def _receiver(dsn: str, channel: str, n: int) -> None:
 
 
 def _pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1), as the harness computes the systems' p50/p99."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[max(0, min(len(ordered) - 1, int(round(q * len(ordered) + 0.5)) - 1))]
 
 
 def measure(dsn: str, n: int = 200, spacing: float = 0.02) -> dict[str, Any]:
