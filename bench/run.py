@@ -253,7 +253,7 @@ def round3_targets(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]
         add("wake-up p99, ms ≤ every peer's p99", p99, f"≤ {best} {best_p99:.2f}",
             None if best_p99 is None else p99 <= best_p99,
             "; ".join(f"{n} {v:.2f}" for n, v in sorted(peer_p99.items()) if v is not None)
-            + f"; largest same-repeat p99 ratio {worst_ratio:.2f}")
+            + f"; venturi ÷ peer, same repeat, median, largest: {worst_ratio:.2f}")
     else:
         add("wake-up p99, ms ≤ every peer's p99", p99, "≤ every peer's", None, "not measured")
     floor = _floor(rows)
