@@ -71,12 +71,52 @@ def _url(dsn: str, driver: str) -> Any:
     return sa.make_url(dsn).set(drivername=f"postgresql+{driver}")
 
 
-def _worker_child(dsn: str, driver: str, n: int) -> None:
+TRACE: dict[str, list[Any]] = {"heard": [], "rounds": [], "gc": []}
+
+
+def _trace() -> None:
+    """Record, in this worker process, when the listener hears a notification, each claim round's start,
+    end and size, and every garbage collection (``--trace``)."""
+    import gc
+
+    from venturi_sa.worker import listener, producer
+
+    deliver = listener.deliver
+
+    def heard(notes: Any, *args: Any) -> None:
+        if notes:
+            TRACE["heard"].append(time.monotonic())
+        deliver(notes, *args)
+
+    listener.deliver = heard  # type: ignore[assignment]
+    claim_round = producer.Producer.claim_round
+
+    def timed(self: Any) -> Any:
+        t0 = time.monotonic()
+        result = claim_round(self)
+        TRACE["rounds"].append((t0, time.monotonic(), result.claimed))
+        return result
+
+    producer.Producer.claim_round = timed  # type: ignore[method-assign]
+    gc_start: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_start[0] = time.monotonic()
+        else:
+            TRACE["gc"].append((gc_start[0], time.monotonic(), info["generation"]))
+
+    gc.callbacks.append(on_gc)
+
+
+def _worker_child(dsn: str, driver: str, n: int, trace: bool = False) -> None:
     """A default Worker on ``driver`` until ``n`` jobs started; prints READY, then each job's times as JSON."""
     import sqlalchemy as sa
 
     import venturi_sa
 
+    if trace:
+        _trace()
     queue, _ = _queue()
     EXPECTED[0] = n + 1  # and the warm-up job
     claimed: dict[str, float] = {}
@@ -103,7 +143,7 @@ def _worker_child(dsn: str, driver: str, n: int) -> None:
     if isinstance(engine, sa.Engine):
         engine.dispose()
     print(json.dumps({"started": STARTED, "claimed": {s: claimed.get(j) for s, j in SEQ_OF.items()},
-                      "tree": venturi_sa.__file__}), flush=True)
+                      "tree": venturi_sa.__file__, "trace": TRACE}), flush=True)
 
 
 class _Enqueuer:
@@ -152,10 +192,49 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _measure(dsn: str, tree: Path, driver: str, enqueuer: str, n: int, spacing: float) -> dict[str, Any]:
+def _stages(commits: dict[int, float], started: dict[int, float], trace: dict[str, list[Any]]) -> str:
+    """``--trace``: each wake-up split into delivery, listener-to-producer, claim and claim-to-start; the
+    stages' p50/p90/max and the samples above p90 with the collections that overlapped them."""
+    import bisect
+
+    heard = sorted(trace["heard"])
+    rounds = sorted(tuple(r) for r in trace["rounds"] if r[2] > 0)
+    ends = [r[1] for r in rounds]
+    rows = []
+    for seq, c in commits.items():
+        if seq not in started:
+            continue
+        i = bisect.bisect_left(heard, c - 0.01)
+        j = bisect.bisect_left(ends, c)
+        if i >= len(heard) or j >= len(rounds):
+            continue
+        t_heard, (c0, c1, _) = heard[i], rounds[j]
+        gcs = [g for g in trace["gc"] if g[1] >= c and g[0] <= started[seq]]
+        rows.append({"total": started[seq] - c, "delivery": t_heard - c, "to_producer": c0 - t_heard,
+                     "claim": c1 - c0, "to_start": started[seq] - c1, "gc": gcs})
+    lines = []
+    for stage in ("total", "delivery", "to_producer", "claim", "to_start"):
+        v = sorted(1e3 * r[stage] for r in rows)
+        lines.append(f"  {stage:12} p50 {_pct(v, 0.5):6.2f}  p90 {_pct(v, 0.9):6.2f}  p99 {_pct(v, 0.99):6.2f}  "
+                     f"max {v[-1]:6.2f} ms")
+    cut = _pct([r["total"] for r in rows], 0.9)
+    slow = sorted((r for r in rows if r["total"] > cut), key=lambda r: -r["total"])
+    for r in slow[:8]:
+        gcs = ", ".join(f"gen{g[2]} {1e3 * (g[1] - g[0]):.2f}" for g in r["gc"]) or "none"
+        lines.append("  slow: " + " ".join(f"{k} {1e3 * r[k]:.2f}" for k in
+                                           ("total", "delivery", "to_producer", "claim", "to_start"))
+                     + f"; gc: {gcs}")
+    lines.append(f"  collections during the run: {len(trace['gc'])}, "
+                 f"longest {max((1e3 * (g[1] - g[0]) for g in trace['gc']), default=0):.2f} ms")
+    return "\n".join(lines)
+
+
+def _measure(dsn: str, tree: Path, driver: str, enqueuer: str, n: int, spacing: float,
+             trace: bool = False) -> dict[str, Any]:
     """One variant once: its worker process, ``n`` timed enqueues, the latencies in ms."""
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{BENCH_DIR}", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "_worker", dsn, driver, str(n)],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "_worker", dsn, driver, str(n),
+                             *(["trace"] if trace else [])],
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     try:
@@ -187,8 +266,9 @@ def _measure(dsn: str, tree: Path, driver: str, enqueuer: str, n: int, spacing: 
     total = [1e3 * (started[s] - commits[s]) for s in seqs]
     wake = [1e3 * (claimed[s] - commits[s]) for s in seqs if s in claimed]
     start = [1e3 * (started[s] - claimed[s]) for s in seqs if s in claimed]
-    return {"p50": _pct(total, 0.5), "p90": _pct(total, 0.9), "wake_claim": statistics.median(wake),
-            "to_start": statistics.median(start), "received": len(seqs), "tree": got["tree"]}
+    return {"p50": _pct(total, 0.5), "p90": _pct(total, 0.9), "p99": _pct(total, 0.99),
+            "wake_claim": statistics.median(wake), "to_start": statistics.median(start), "received": len(seqs),
+            "tree": got["tree"], "stages": _stages(commits, started, got["trace"]) if trace else ""}
 
 
 def _listed(values: Any) -> str:
@@ -197,7 +277,7 @@ def _listed(values: Any) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["_worker"]:
-        _worker_child(argv[1], argv[2], int(argv[3]))
+        _worker_child(argv[1], argv[2], int(argv[3]), argv[4:5] == ["trace"])
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--drivers", default="psycopg2,psycopg",
@@ -209,6 +289,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--enqueuer", default="same", help="'same' (each variant's driver) or a sync driver for all")
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
+    p.add_argument("--trace", action="store_true",
+                   help="split each wake-up into its stages (listener, producer, claim, hand-off) and list the "
+                        "slowest with the garbage collections that overlapped them")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
     from ab_kit import fresh_database, load, release
@@ -223,17 +306,21 @@ def main(argv: list[str]) -> int:
         for r in range(a.rounds):
             order = variants if r % 2 == 0 else variants[::-1]
             for name, tree, driver in order:
-                res = _measure(dsn, tree, driver, a.enqueuer, a.n, a.spacing)
+                res = _measure(dsn, tree, driver, a.enqueuer, a.n, a.spacing, a.trace)
                 results[name].append(res)
-                print(f"round {r + 1} {name}: p50 {res['p50']:.2f} ms, p90 {res['p90']:.2f} ms "
+                print(f"round {r + 1} {name}: p50 {res['p50']:.2f} ms, p90 {res['p90']:.2f} ms, "
+                      f"p99 {res['p99']:.2f} ms "
                       f"(wake+claim {res['wake_claim']:.2f}, claim->start {res['to_start']:.2f}; "
                       f"{res['received']}/{a.n}); {load()}", flush=True)
+                if res["stages"]:
+                    print(res["stages"], flush=True)
         for name, _, _ in variants:
             rounds = results[name]
             ratios = [x["p50"] / y["p50"] for x, y in zip(rounds, results[ref], strict=True)]
             print(f"{name}: p50 {statistics.median(x['p50'] for x in rounds):.2f} ms "
                   f"[{_listed(x['p50'] for x in rounds)}], "
                   f"p90 {statistics.median(x['p90'] for x in rounds):.2f} ms, "
+                  f"p99 {statistics.median(x['p99'] for x in rounds):.2f} ms, "
                   f"wake+claim {statistics.median(x['wake_claim'] for x in rounds):.2f}, "
                   f"claim->start {statistics.median(x['to_start'] for x in rounds):.2f}; "
                   f"p50 / {ref} same round: median {statistics.median(ratios):.2f} "

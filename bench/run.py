@@ -13,14 +13,18 @@ on; the shared harness's tuning), then drives the team's shared harness
 run time, in this process and in every child (children run this file with
 ``_child``).  Phases: enqueue_one, enqueue_bulk, drain, latency, pgbench
 (the harness's), claim_cost and adverse (ours: ``bench/claimcost.py``,
-``bench/adverse.py``'s conditions for venturi and PgQueuer).  Systems:
+``bench/adverse.py``'s conditions for venturi and PgQueuer); the latency
+phase also measures the machine's floor once per repeat (``bench/floor.py``:
+a NOTIFY heard by a waiting connection plus one claim round trip) and prints
+it beside every system's p50 and p99.  Systems:
 venturi on psycopg2 (``venturi_sa``) and on every other driver
 (``venturi_sa_psycopg``, ``venturi_sa_asyncpg``, ``venturi_sa_psycopg_async``)
 beside the peers; drain profiles ``tuned_p2`` / ``tuned_p4`` run venturi's
 supervisor with 2 and 4 processes.  Writes ``<out>/<stamp>/``:
 ``results.jsonl`` (every measurement), ``summary.md`` (tables) and
 ``venturi.json`` (ratios of venturi against each peer, the process-count,
-per-driver and adverse-conditions tables, and the issue-17 targets table).
+per-driver and adverse-conditions tables, the latency floor, and the issue-17
+and round-3 targets tables).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ DEFAULT_SYSTEMS = ",".join(("venturi_sa", *DRIVER_SYSTEMS, "raw_psycopg2", "sqla
                             "procrastinate", "beanqueue"))
 DEFAULT_PHASES = "enqueue_one,enqueue_bulk,drain,latency,pgbench,claim_cost,adverse"
 DEFAULT_PROFILES = "default,tuned,tuned_p2,tuned_p4,single_p1,single_p2,batch100_p1,batch100_p2"
-OUR_PHASES = ("claim_cost", "adverse")  # run by this file after the harness's phases
+OUR_PHASES = ("claim_cost", "adverse", "latency_floor")  # ours: rows of bench/claimcost.py, adverse.py, floor.py
+FLOOR = ("latency_floor", "floor", "default")  # bench/floor.py's rows: (phase, system, profile)
 # Durable cluster; the rest is the shared harness's RESULTS.md tuning.
 PG_SETTINGS = {
     "fsync": "on",
@@ -202,6 +207,90 @@ def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tup
     return "\n".join(lines) + "\n", out
 
 
+def _floor(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """bench/floor.py's rows of this run, by repeat."""
+    return {r["run"]: r for r in rows if (r["phase"], r["system"], r["profile"]) == FLOOR and r.get("value")}
+
+
+def _peer_latencies(keys: dict[tuple[str, str, str | None], dict[int, dict[str, Any]]]
+                    ) -> dict[str, dict[int, dict[str, Any]]]:
+    return {f"{s}/{p}": vals for (ph, s, p), vals in keys.items() if ph == "latency" and not s.startswith("venturi_sa")}
+
+
+def round3_targets(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The targets of issue 27 (performance, round 3), each with this run's measurement; ratios are
+    same-repeat pairs, median over repeats."""
+    keys = _by_key(rows)
+
+    def k(phase: str, system: str, profile: str | None = None) -> dict[int, dict[str, Any]]:
+        return keys.get((phase, system, profile), {})
+
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, goal: str, ok: bool | None, detail: str = "") -> None:
+        out.append({"target": name, "value": value, "goal": goal, "met": ok, "detail": detail})
+
+    def ratio_row(name: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]], goal: float) -> None:
+        r = _ratio(a, b)
+        detail = f"{_cell(a)} ÷ {_cell(b)}" if a and b else "not measured"
+        add(name, r, f"≥ {goal:g}", None if r is None else r >= goal, detail)
+
+    ratio_row("drain tuned, 1 process ÷ PgQueuer tuned", k("drain", "venturi_sa", "tuned"),
+              k("drain", "pgqueuer", "tuned"), 1.0)
+    ratio_row("drain tuned, 1 process ÷ raw batch-100, 1 process", k("drain", "venturi_sa", "tuned"),
+              k("drain", "raw_psycopg2", "batch100_p1"), 0.9)
+    ratio_row("drain default ÷ PgQueuer default", k("drain", "venturi_sa", "default"),
+              k("drain", "pgqueuer", "default"), 1.0)
+    ratio_row("drain tuned, 2 processes ÷ raw batch-100, 2 processes", k("drain", "venturi_sa", "tuned_p2"),
+              k("drain", "raw_psycopg2", "batch100_p2"), 0.8)
+    lat = k("latency", "venturi_sa", "default")
+    peers = _peer_latencies(keys)
+    p99 = _median([v["p99"] for v in lat.values()])
+    peer_p99 = {name: _median([v["p99"] for v in vals.values()]) for name, vals in peers.items()}
+    if p99 is not None and peer_p99:
+        best, best_p99 = min(peer_p99.items(), key=lambda kv: kv[1] if kv[1] is not None else 1e9)
+        worst_ratio = max(_ratio(lat, vals, "p99") or 0.0 for vals in peers.values())
+        add("wake-up p99, ms ≤ every peer's p99", p99, f"≤ {best} {best_p99:.2f}",
+            None if best_p99 is None else p99 <= best_p99,
+            "; ".join(f"{n} {v:.2f}" for n, v in sorted(peer_p99.items()) if v is not None)
+            + f"; venturi ÷ peer, same repeat, median, largest: {worst_ratio:.2f}")
+    else:
+        add("wake-up p99, ms ≤ every peer's p99", p99, "≤ every peer's", None, "not measured")
+    floor = _floor(rows)
+    r = _ratio(lat, floor, "p50")
+    detail = (f"venturi p50 {_cell(lat, 'p50')} ms, floor p50 {_cell(floor, 'p50')} ms" if lat and floor
+              else "not measured")
+    add("wake-up p50 ÷ the floor's p50 (bench/floor.py)", r, "≤ 1.5", None if r is None else r <= 1.5, detail)
+    ratio_row("enqueue bulk ÷ PgQueuer", k("enqueue_bulk", "venturi_sa"), k("enqueue_bulk", "pgqueuer"), 1.0)
+    lines = ["## round 3 targets (issue 27; this run, same-repeat ratios, median over repeats)\n",
+             "| target | value | goal | met | measured |", "|---|---|---|---|---|"]
+    for t in out:
+        v = "—" if t["value"] is None else f"{t['value']:.2f}"
+        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} | {t['detail']} |")
+    return "\n".join(lines) + "\n", out
+
+
+def floor_table(rows: list[dict[str, Any]]) -> str:
+    """Every system's wake-up latency beside the machine's floor (bench/floor.py), same-repeat ratios."""
+    floor = _floor(rows)
+    if not floor:
+        return ""
+    keys = _by_key(rows)
+    lines = ["## wake-up latency beside the floor (ms; floor = NOTIFY to a waiting connection + one claim "
+             "round trip, bench/floor.py)\n",
+             "| system | p50 | p99 | max | p50 ÷ floor p50 | p99 ÷ floor p99 |", "|---|---|---|---|---|---|",
+             f"| floor | {_cell(floor, 'p50')} | {_cell(floor, 'p99')} | {_cell(floor, 'max')} | 1.00 | 1.00 |"]
+    lat = sorted(((s, p), vals) for (ph, s, p), vals in keys.items() if ph == "latency")
+    for (system, profile), vals in sorted(lat, key=lambda kv: _median([v["p50"] for v in kv[1].values()]) or 0):
+        r50, r99 = _ratio(vals, floor, "p50"), _ratio(vals, floor, "p99")
+        lines.append(f"| {system}/{profile} | {_cell(vals, 'p50')} | {_cell(vals, 'p99')} | {_cell(vals, 'max')} | "
+                     f"{'—' if r50 is None else f'{r50:.2f}'} | {'—' if r99 is None else f'{r99:.2f}'} |")
+    parts = [f"delivery {_median([v['delivery'] for v in floor.values()]):.2f}",
+             f"claim {_median([v['claim'] for v in floor.values()]):.2f}"]
+    return "\n".join(lines) + f"\n\nfloor p50 split (medians): {', '.join(parts)} ms\n"
+
+
 def _cell(values: dict[int, dict[str, Any]], field: str = "value") -> str:
     m = _median([v[field] for v in values.values()])
     return "—" if m is None else f"{m:,.1f}" if m < 100 else f"{m:,.0f}"
@@ -266,6 +355,37 @@ def run_adverse(runner: Any, a: argparse.Namespace, systems: list[str]) -> tuple
     text = (f"## adverse conditions: drain of {n:,} no-op jobs, default profile, terminal rows {terminal:,} "
             "(each ÷ the same repeat's clean drain)\n\n" + adverse.table(rows, systems, list(adverse.CONDITIONS)))
     return rows, text
+
+
+def floor_runner(base: type) -> type:
+    """``peerbench``'s Runner that, before a repeat's first latency measurement, measures the floor."""
+
+    class FloorRunner(base):  # type: ignore[misc,valid-type]
+        def __init__(self, cfg: Any) -> None:
+            super().__init__(cfg)
+            self.floored: set[int] = set()  # the repeats whose floor was measured
+
+        def phase_latency(self, r: int, system: str) -> None:
+            if r not in self.floored:
+                self.floored.add(r)
+                self._guard(self.phase_latency_floor, r, FLOOR[1])
+            super().phase_latency(r, system)
+
+        def phase_latency_floor(self, r: int, system: str) -> None:
+            import floor
+            from peerbench import orchestrator
+
+            orchestrator.log(f"[r{r}] latency floor")
+            db = f"pb_floor_{r}"
+            dsn = floor.prepare(self.cfg.dsn("postgres"), db)
+            try:
+                res = floor.measure(dsn, self.cfg.n_latency, self.cfg.latency_spacing)
+                self.record(run=r, phase=FLOOR[0], system=system, profile=FLOOR[2], value=res["p50"], unit="ms",
+                            **res)
+            finally:
+                self.drop_db(db)
+
+    return FloorRunner
 
 
 # ------------------------------------------------------------------------------ main
@@ -347,7 +467,7 @@ def _run(a: argparse.Namespace, port: int) -> int:
     overrides = {f: getattr(a, f) for f in ("n_one", "n_bulk", "n_drain", "n_latency") if getattr(a, f)}
     cfg = dataclasses.replace(cfg, **overrides)
 
-    runner = orchestrator.Runner(cfg)
+    runner = floor_runner(orchestrator.Runner)(cfg)
     rows = runner.run() if harness_phases else runner.results
     claim_rows: list[dict[str, Any]] = []
     if "claim_cost" in phases:
@@ -378,14 +498,16 @@ def _run(a: argparse.Namespace, port: int) -> int:
 
         text += "\n" + claimcost.table(claim_rows)
     targets_md, target_list = targets(rows, claim_rows)
+    round3_md, round3_list = round3_targets(rows)
     versions = report.versions(cfg.systems)
     text += "\n" + ratios_md + "\n" + processes_table(rows) + "\n" + drivers_table(rows)
-    text += "\n" + adverse_md + "\n" + targets_md
+    text += "\n" + floor_table(rows) + "\n" + adverse_md + "\n" + targets_md + "\n" + round3_md
     text += "\n### versions\n\n" + "\n".join(f"- {k} {v}" for k, v in versions.items()) + "\n"
     (runner.run_dir / "summary.md").write_text(text)
     summary = {
         "stamp": runner.stamp, "config": dataclasses.asdict(cfg), "driver": a.driver, "pg_settings": PG_SETTINGS,
         "python": sys.version.split()[0], "versions": versions, "ratios": ratios, "targets": target_list,
+        "round3_targets": round3_list, "latency_floor": list(_floor(rows).values()),
         "claim_cost": [{k: v for k, v in r.items() if k != "plan"} for r in claim_rows],
         "errors": [r for r in runner.results if r.get("value") is None],
     }

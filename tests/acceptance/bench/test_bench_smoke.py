@@ -59,14 +59,15 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
                 ("latency", "venturi_sa_psycopg", "default"),
                 ("latency", "venturi_sa", "default"), ("enqueue_one", "sqlalchemy_orm", None),
                 ("enqueue_bulk", "raw_psycopg2", None), ("drain", "raw_psycopg2", "batch100_p1"),
-                ("claim_cost", "venturi_sa", "claim1"), ("claim_cost", "venturi_sa", "claim100")]:
+                ("claim_cost", "venturi_sa", "claim1"), ("claim_cost", "venturi_sa", "claim100"),
+                ("latency_floor", "floor", "default")]:
         assert key in got, f"missing measurement {key}"
     for r in rows:
         if r["phase"] == "drain":
             assert r["n"] == r["enqueued"] == 500 and not r["timed_out"], r
         if r["phase"] in ("drain", "latency"):
             assert r["worker_stop"] == "clean", r
-        if r["phase"] == "latency":
+        if r["phase"] in ("latency", "latency_floor"):
             assert r["received"] == r["n"], r
     plans = [r["plan"] for r in rows if r["phase"] == "claim_cost" and r.get("plan")]
     assert plans and all("bench_jobs_claim" in plan for plan in plans), plans
@@ -74,8 +75,17 @@ def test_bench_quick_run_measures_every_phase(pg_url: str, tmp_path: Path) -> No
     report = json.loads((run_dir / "venturi.json").read_text())
     assert report["ratios"]["drain"]["default"]["raw_psycopg2/batch100_p1"] > 0
     assert {t["target"] for t in report["targets"]} >= {"wake-up latency p50, ms"}
+    # the floor (bench/floor.py), once per repeat, and every round-3 target with this run's measurement
+    (floor,) = report["latency_floor"]
+    assert floor["p50"] > 0 and floor["claim"] > 0, floor
+    round3 = {t["target"]: t for t in report["round3_targets"]}
+    assert len(round3) == 7, round3
+    for name in ("drain tuned, 1 process ÷ raw batch-100, 1 process", "wake-up p99, ms ≤ every peer's p99",
+                 "wake-up p50 ÷ the floor's p50 (bench/floor.py)"):
+        assert round3[name]["value"] is not None and round3[name]["met"] in (True, False), round3[name]
     summary = (run_dir / "summary.md").read_text()
     assert "venturi vs each peer" in summary and "claim cost vs terminal rows" in summary
+    assert "## round 3 targets" in summary and "| floor |" in summary
     # venturi's supervisor ran the 2-process profile; the psycopg 3 system has its column and ratio
     assert "| venturi_sa | tuned_p2 | 2 |" in summary
     assert "| venturi_sa_psycopg ÷ psycopg2 |" in summary
