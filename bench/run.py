@@ -152,22 +152,40 @@ def ratio_tables(rows: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), data
 
 
-def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """The targets of issue 17 (performance, round 2), evaluated on this run."""
-    keys = _by_key(rows)
+class TargetSheet:
+    """A table of targets evaluated on one run: each row a measurement, its goal and whether it is met."""
 
-    def k(phase: str, system: str, profile: str | None = None) -> dict[int, dict[str, Any]]:
-        return keys.get((phase, system, profile), {})
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.keys = _by_key(rows)
+        self.out: list[dict[str, Any]] = []
 
-    out: list[dict[str, Any]] = []
+    def k(self, phase: str, system: str, profile: str | None = None) -> dict[int, dict[str, Any]]:
+        return self.keys.get((phase, system, profile), {})
 
-    def add(name: str, value: float | None, goal: str, ok: bool | None, detail: str = "") -> None:
-        out.append({"target": name, "value": value, "goal": goal, "met": ok, "detail": detail})
+    def add(self, name: str, value: float | None, goal: str, ok: bool | None, detail: str = "") -> None:
+        self.out.append({"target": name, "value": value, "goal": goal, "met": ok, "detail": detail})
 
-    def ratio_row(name: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]], goal: float,
+    def ratio_row(self, name: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]], goal: float,
                   higher: bool = True) -> None:
         r = _ratio(a, b)
-        add(name, r, f"{'≥' if higher else '≤'} {goal:g}", None if r is None else (r >= goal if higher else r <= goal))
+        detail = f"{_cell(a)} ÷ {_cell(b)}" if a and b else "not measured"
+        self.add(name, r, f"{'≥' if higher else '≤'} {goal:g}",
+                 None if r is None else (r >= goal if higher else r <= goal), detail)
+
+    def render(self, title: str, detail: bool) -> str:
+        lines = [f"{title}\n", "| target | value | goal | met |" + (" measured |" if detail else ""),
+                 "|---|---|---|---|" + ("---|" if detail else "")]
+        for t in self.out:
+            v = "—" if t["value"] is None else f"{t['value']:.2f}"
+            met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
+            lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} |" + (f" {t['detail']} |" if detail else ""))
+        return "\n".join(lines) + "\n"
+
+
+def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The targets of issue 17 (performance, round 2), evaluated on this run."""
+    sheet = TargetSheet(rows)
+    keys, k, add, ratio_row = sheet.keys, sheet.k, sheet.add, sheet.ratio_row
 
     ratio_row("drain tuned, 1 process ÷ PgQueuer tuned", k("drain", "venturi_sa", "tuned"),
               k("drain", "pgqueuer", "tuned"), 1.5)
@@ -199,12 +217,7 @@ def targets(rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> tup
             r = big / small if small else None
             add(f"claim {limit}: time at {sel[-1]['terminal_rows']:,} ÷ at {sel[0]['terminal_rows']:,} "
                 "terminal rows", r, "≤ 1.20", None if r is None else r <= 1.2)
-    lines = ["## issue-17 targets (this run)\n", "| target | value | goal | met |", "|---|---|---|---|"]
-    for t in out:
-        v = "—" if t["value"] is None else f"{t['value']:.2f}"
-        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} |")
-    return "\n".join(lines) + "\n", out
+    return sheet.render("## issue-17 targets (this run)", detail=False), sheet.out
 
 
 def _floor(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -220,20 +233,8 @@ def _peer_latencies(keys: dict[tuple[str, str, str | None], dict[int, dict[str, 
 def round3_targets(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """The targets of issue 27 (performance, round 3), each with this run's measurement; ratios are
     same-repeat pairs, median over repeats."""
-    keys = _by_key(rows)
-
-    def k(phase: str, system: str, profile: str | None = None) -> dict[int, dict[str, Any]]:
-        return keys.get((phase, system, profile), {})
-
-    out: list[dict[str, Any]] = []
-
-    def add(name: str, value: float | None, goal: str, ok: bool | None, detail: str = "") -> None:
-        out.append({"target": name, "value": value, "goal": goal, "met": ok, "detail": detail})
-
-    def ratio_row(name: str, a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]], goal: float) -> None:
-        r = _ratio(a, b)
-        detail = f"{_cell(a)} ÷ {_cell(b)}" if a and b else "not measured"
-        add(name, r, f"≥ {goal:g}", None if r is None else r >= goal, detail)
+    sheet = TargetSheet(rows)
+    keys, k, add, ratio_row = sheet.keys, sheet.k, sheet.add, sheet.ratio_row
 
     ratio_row("drain tuned, 1 process ÷ PgQueuer tuned", k("drain", "venturi_sa", "tuned"),
               k("drain", "pgqueuer", "tuned"), 1.0)
@@ -262,13 +263,8 @@ def round3_targets(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]
               else "not measured")
     add("wake-up p50 ÷ the floor's p50 (bench/floor.py)", r, "≤ 1.5", None if r is None else r <= 1.5, detail)
     ratio_row("enqueue bulk ÷ PgQueuer", k("enqueue_bulk", "venturi_sa"), k("enqueue_bulk", "pgqueuer"), 1.0)
-    lines = ["## round 3 targets (issue 27; this run, same-repeat ratios, median over repeats)\n",
-             "| target | value | goal | met | measured |", "|---|---|---|---|---|"]
-    for t in out:
-        v = "—" if t["value"] is None else f"{t['value']:.2f}"
-        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} | {v} | {t['goal']} | {met} | {t['detail']} |")
-    return "\n".join(lines) + "\n", out
+    return sheet.render("## round 3 targets (issue 27; this run, same-repeat ratios, median over repeats)",
+                        detail=True), sheet.out
 
 
 def floor_table(rows: list[dict[str, Any]]) -> str:
