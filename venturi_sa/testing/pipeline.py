@@ -6,10 +6,10 @@ and can also hand the test the handler's raw result (to re-raise an
 exception with its traceback, or to tell that an outcome was corrected).
 
 An ``async def`` handler whose test holds an ``AsyncSession`` runs through
-:func:`run_awaiting`: the same steps (decode, run, classify, cancel), with the
-coroutine awaited on the *test's* event loop through SQLAlchemy's greenlet
-bridge, because the test's async connection belongs to that loop and the
-worker's own loop thread cannot use it.
+:func:`run_awaiting`: the same :func:`~venturi_sa.worker.pipeline.decide`,
+with the coroutine awaited on the *test's* event loop through SQLAlchemy's
+greenlet bridge, because the test's async connection belongs to that loop and
+the worker's own loop thread cannot use it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
-from sqlalchemy.util import await_only
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.payloads import DEFAULT_MAX_PAYLOAD_BYTES
@@ -32,12 +30,11 @@ from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
-from venturi_sa.worker.joblog import current_job, job_log
+from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import absorb, classify, control, exception_note, prepare
-from venturi_sa.worker.tracebacks import error_attachment
+from venturi_sa.worker.run_steps import await_here
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -103,43 +100,14 @@ def async_proxy(session: Session) -> AsyncSession | None:
     return async_session(session)
 
 
-def _call_awaiting(run: Run) -> Any:
-    """The handler's coroutine, awaited on the caller's loop; what it returned or raised (as ``execute``)."""
-    assert run.task is not None
-    try:
-        coro: Any = run.task.run(run.ctx)
-        return await_only(coro)
-    except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
-        absorb(exc)
-        run.failed = True
-        note = exception_note(exc)
-        run.ctx.log.warning("job raised %s", note, exc_info=exc)
-        if run.ctx.attachment is None:
-            run.ctx.attachment = error_attachment(exc, note)
-        return exc
-
-
 def run_awaiting(run: Run, registry: Registry) -> Any:
     """:func:`run_pipeline` for an ``async def`` handler, called inside ``AsyncSession.run_sync``.
 
-    Decode, run, classify and apply a cancel as the worker's pipeline does;
-    the handler is awaited on the test's loop.  No time limit is armed.
+    The worker's own steps (decode, run, classify, cancel, outcome hooks),
+    with the coroutine awaited on the test's loop
+    (:func:`~venturi_sa.worker.run_steps.await_here`); no time limit is armed.
     """
-    started = time.monotonic()
-    result: Any = NOT_RUN
-    token = current_job.set(run.job)
-    try:
-        params = prepare(run, registry)
-        if params is None and not run.ctx.cancelled:
-            result = _call_awaiting(run)
-            params = classify(run, result)
-        run.params = control(run) or params
-    finally:
-        current_job.reset(token)
-        run.duration = time.monotonic() - started
-    if run.params is not None and run.hooks.on_outcome:
-        run.params = run.hooks.outcome(run.ctx, run.params)
-    return result
+    return run_pipeline(run, registry, awaiter=await_here)
 
 
 __all__ = ["NOT_RUN", "async_begin", "async_proxy", "is_async_kind", "new_run", "run_awaiting", "run_pipeline"]

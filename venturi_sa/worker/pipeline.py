@@ -48,11 +48,14 @@ from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Registry
 from venturi_sa.worker.cancel import time_limit
 from venturi_sa.worker.completer import Completer, Persist, Refused
+from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.joblog import current_job
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.run_steps import (
+    Awaiter,
     absorb,
+    await_on_loop,
     classify,
     close_quietly,
     control,
@@ -70,11 +73,14 @@ NOT_RUN = object()
 """What :func:`decide` returns for a run that ended before its handler was called (poison input, a cancel)."""
 
 
-def decide(run: Run, registry: Registry) -> Any:
+def decide(run: Run, registry: Registry, awaiter: Awaiter = await_on_loop) -> Any:
     """Steps 1-4: prepare, execute, classify, apply control; sets ``run.params`` and ``run.duration``.
 
     Returns what the handler returned or raised (``NOT_RUN`` if it was not
-    called), for callers that want it, such as the testing helpers.
+    called), for callers that want it, such as the testing helpers.  An
+    ``async def`` handler is awaited through ``awaiter``: on the worker's loop
+    under its time limit, or (:func:`~venturi_sa.worker.run_steps.await_here`,
+    the testing helpers) on the caller's loop, where no time limit is armed.
     """
     started = time.monotonic()
     result: Any = NOT_RUN
@@ -83,8 +89,8 @@ def decide(run: Run, registry: Registry) -> Any:
         try:
             params = prepare(run, registry)
             if params is None and not run.ctx.cancelled:  # cancelled before it started: never run
-                with time_limit(run):
-                    result = execute(run)
+                with time_limit(run) if awaiter is await_on_loop else NOTHING:
+                    result = execute(run, awaiter)
                 params = classify(run, result)
             run.params = control(run) or params
         finally:

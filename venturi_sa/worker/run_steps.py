@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -160,14 +160,30 @@ def await_on_loop(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
         run.running = None
 
 
-def execute(run: Run) -> Any:
-    """Call the handler (awaiting it if it is async); return what it returned, or the exception it raised."""
+def await_here(run: Run, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await an async handler's coroutine on the caller's event loop, from inside SQLAlchemy's greenlet bridge.
+
+    For the testing helpers: a test's ``AsyncSession`` belongs to the test's
+    loop, so its handler is awaited there (``await_only``), in the run's log
+    context and hooks as on the worker's loop, rather than on the worker's.
+    """
+    from sqlalchemy.util import await_only  # here: greenlet is only needed where async handlers run
+
+    return await_only(_in_run(run, coro))
+
+
+Awaiter = Callable[[Run, Coroutine[Any, Any, Any]], Any]
+"""How :func:`execute` waits for an ``async def`` handler: :func:`await_on_loop` or :func:`await_here`."""
+
+
+def execute(run: Run, awaiter: Awaiter = await_on_loop) -> Any:
+    """Call the handler (awaiting it through ``awaiter`` if it is async); return what it returned or raised."""
     assert run.task is not None
     try:
         with run.hooks.around(run.ctx) if not run.task.is_async else NOTHING:
             result = run.task.run(run.ctx)
         if inspect.iscoroutine(result):
-            result = await_on_loop(run, result)
+            result = awaiter(run, result)
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
         absorb(exc)

@@ -187,3 +187,33 @@ def test_a_sync_checkpoint_in_an_async_handler_names_checkpoint_async(pg_url: st
             await drain_async(session, queue)
 
     in_async_session(pg_url, scenario)
+
+
+def test_drain_async_wraps_an_async_handler_in_the_queues_run_hooks(no_rows_left: None, pg_url: str,
+                                                                    models: Models) -> None:
+    """The helpers run the worker's own pipeline for async handlers too: ``around_run`` (tracing's span) included."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from venturi_sa.worker.hooks import RunHooks
+    from venturi_sa.worker.joblog import current_job
+
+    queue = async_queue(models)
+    task = queue.registry.get("async_note")
+    seen: list[tuple[str, str]] = []
+
+    @contextmanager
+    def around(ctx: JobContext) -> Iterator[None]:
+        seen.append(("enter", ctx.job_id))
+        yield
+        seen.append(("exit", ctx.job_id))
+
+    queue.run_hooks = queue.run_hooks + RunHooks.of(around_run=around)
+
+    async def scenario(session: Any) -> None:
+        job_id = (await queue.enqueue_async(session, task(body="traced"))).id
+        await drain_async(session, queue)
+        assert seen == [("enter", job_id), ("exit", job_id)]
+
+    in_async_session(pg_url, scenario)
+    assert current_job.get(None) is None  # the run's log context did not leak into the test
