@@ -244,13 +244,12 @@ class Worker:
             runs.append(Run(job=job, ctx=ctx, hooks=hooks))
         self.inflight.add_many(runs)
         assert self._threads is not None
-        put = self._threads.executors.put
-        for run in runs:
-            if self.on_event is not None:
+        if self.on_event is not None:
+            for run in runs:
                 job = run.job
                 self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
                                        "waited": job.waited, "queue": self.models.prefix})
-            put(run)
+        self._threads.executors.put_many(runs)  # one hand-off per claim (worker/executors.py)
 
     def _open_session(self) -> Session:
         """``ctx.session`` of a worker on an async engine: on the sync sibling engine, made on first use."""
