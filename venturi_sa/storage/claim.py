@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
@@ -36,6 +37,9 @@ _STATEMENTS: dict[tuple[Any, ...], Any] = {}
 # whose claim was lost finds its fence broken and commits nothing.
 _RELAX_COMMIT: Any = sa.select(sa.literal_column("set_config('synchronous_commit', 'off', true)")
                                ).scalar_subquery().label("relaxed_commit")
+
+
+_JSON_NULL: Any = sa.cast(sa.literal("null", sa.Text), postgresql.JSONB)
 
 
 def claim_statement(models: Models, params: ClaimParams) -> Any:
@@ -111,9 +115,11 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
             run_count=job.run_count + 1,
             claim_expires_at=sa.func.now() + _lease_expr(models, params),
         )
-        .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
-                   job.run_count, job.failure_count,
-                   sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
+        # A carry of JSON null comes back as SQL NULL (None either way, but the driver decodes no
+        # JSON for it), the wait as a float8 (no Decimal made per row).
+        .returning(job.id, job.kind, job.payload, sa.func.nullif(job.carry, _JSON_NULL).label("carry"),
+                   job.priority, job.created_at, job.run_count, job.failure_count,
+                   sa.cast(sa.func.extract("epoch", sa.func.now() - job.visible_at), sa.Float).label("waited"),
                    own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6)
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
