@@ -25,6 +25,7 @@ from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.held import release
 from venturi_sa.worker.recording import always, log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 
@@ -95,6 +96,12 @@ class Batcher(threading.Thread):
             return [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
 
     def run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            release(self.conns)  # its kept connection (worker/held.py) goes back to the pool
+
+    def _serve(self) -> None:
         while True:
             batch = self._collect()
             if not batch:

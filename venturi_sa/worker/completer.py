@@ -31,6 +31,7 @@ from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import absorb, close_quietly, exception_note
+from venturi_sa.worker.held import held
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
@@ -101,7 +102,7 @@ class Completer:
     def start(self) -> None:
         """Start the batch writer (if outcomes are batched)."""
         if self.batch:
-            self.batcher = Batcher(self.backend, self.conns, self.done, self.retry_for, self.abort,
+            self.batcher = Batcher(self.backend, held(self.conns), self.done, self.retry_for, self.abort,
                                    max_backlog=self.max_backlog)
             self.batcher.start()
 

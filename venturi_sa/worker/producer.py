@@ -28,6 +28,7 @@ from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
 from venturi_sa.worker.engines import Connections
 from venturi_sa.worker.executor import exception_note
+from venturi_sa.worker.held import held, release
 from venturi_sa.worker.inflight import InFlight
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -50,7 +51,7 @@ class Producer:
                  *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
                  wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
         self.backend = backend
-        self.conns = conns
+        self.conns = held(conns)  # one connection kept for the claims (worker/held.py)
         self.worker_id = worker_id
         self.kinds = list(kinds)
         self.leases = dict(leases)
@@ -162,12 +163,15 @@ class Producer:
 
     def run(self) -> None:
         """Claim and wait until ``stopping`` is set."""
-        while not self.stopping.is_set():
-            if self._waited():
-                continue
-            result = self.claim_round()
-            if not result.hungry and not self.stopping.is_set():
-                self.idle_wait()
+        try:
+            while not self.stopping.is_set():
+                if self._waited():
+                    continue
+                result = self.claim_round()
+                if not result.hungry and not self.stopping.is_set():
+                    self.idle_wait()
+        finally:
+            release(self.conns)
 
     def run_until_idle(self) -> None:
         """Claim until a claim finds nothing while no run is in flight.
@@ -175,12 +179,15 @@ class Producer:
         Runs still in flight may make jobs eligible again (a pause or retry
         with no delay), so the loop waits for them before it concludes.
         """
-        while not self.stopping.is_set():
-            if self._waited():
-                continue
-            busy = len(self.inflight) > 0
-            result = self.claim_round()
-            if result.claimed == 0 and not busy and len(self.inflight) == 0:
-                return
-            if not result.hungry:
-                self.wake.wait(self.poll_interval)  # a finished run wakes us
+        try:
+            while not self.stopping.is_set():
+                if self._waited():
+                    continue
+                busy = len(self.inflight) > 0
+                result = self.claim_round()
+                if result.claimed == 0 and not busy and len(self.inflight) == 0:
+                    return
+                if not result.hungry:
+                    self.wake.wait(self.poll_interval)  # a finished run wakes us
+        finally:
+            release(self.conns)
