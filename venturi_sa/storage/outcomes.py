@@ -50,7 +50,7 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 
 
-_DUMPS = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps, compact
 # Per outcome, the columns it decides: (status, finished, outcome); looked up once per row.
 _BY_OUTCOME: dict[Outcome, tuple[str, bool, str]] = {
     outcome: (status.value, status.terminal, outcome.value) for outcome, status in OUTCOME_STATUS.items()}
