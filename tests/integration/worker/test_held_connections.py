@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import QueuePool
 
 from venturi_sa.worker.connections import HeldConnections, WorkerEngines
 
@@ -16,6 +17,12 @@ def _pid(conn: sa.Connection) -> int:
     pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
     assert isinstance(pid, int)
     return pid
+
+
+def _checked_out(engine: sa.Engine) -> int:
+    pool = engine.pool
+    assert isinstance(pool, QueuePool)
+    return pool.checkedout()
 
 
 @pytest.fixture
@@ -31,11 +38,11 @@ def test_transactions_share_one_checkout_at_the_given_isolation(repeatable: sa.E
     assert isinstance(held, HeldConnections)
     level = "SHOW transaction_isolation"
     first = held.begin(lambda c: (_pid(c), c.exec_driver_sql(level).scalar_one()))
-    assert repeatable.pool.checkedout() == 1  # kept between transactions
+    assert _checked_out(repeatable) == 1  # kept between transactions
     second = held.connect(lambda c: (_pid(c), c.exec_driver_sql(level).scalar_one()))
     assert first == second == (first[0], "read committed")
     held.close()
-    assert repeatable.pool.checkedout() == 0
+    assert _checked_out(repeatable) == 0
     assert held.begin(_pid) > 0  # a closed runner checks out again
 
 
@@ -51,7 +58,7 @@ def test_an_error_rolls_back_and_drops_the_connection(pg_url: str) -> None:
 
         with pytest.raises(RuntimeError):
             held.begin(fails)
-        assert own.pool.checkedout() == 0
+        assert _checked_out(own) == 0
         held.close()
     finally:
         own.dispose()
@@ -85,9 +92,9 @@ def test_close_during_a_transaction_returns_the_connection_when_it_ends(pg_url: 
         thread.start()
         assert inside.wait(30)
         held.close()
-        assert own.pool.checkedout() == 1  # still in use
+        assert _checked_out(own) == 1  # still in use
         leave.set()
         thread.join(30)
-        assert results and own.pool.checkedout() == 0
+        assert results and _checked_out(own) == 0
     finally:
         own.dispose()
