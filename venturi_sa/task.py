@@ -191,7 +191,11 @@ class Task:
 
     def __init__(self, **fields: Any) -> None:
         """Validate ``fields`` through the ``Payload`` schema (raises ``InvalidPayload``)."""
-        self.payload = payloads.load(self.payload_schema, fields, f"payload of {self.kind_name()!r}")
+        schema = self.payload_schema
+        if payloads.unchanged_by(schema, fields):  # what load() would return, without naming the payload first
+            self.payload = dict(fields)
+            return
+        self.payload = payloads.load(schema, fields, f"payload of {self.kind_name()!r}")
 
     @classmethod
     def kind_name(cls) -> str:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
+from venturi_sa.storage import driver_sql
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
 from venturi_sa.storage.pauses import claimable_kinds
 from venturi_sa.storage.timeouts import own_timeout
@@ -36,6 +39,9 @@ _RELAX_COMMIT: Any = sa.select(sa.literal_column("set_config('synchronous_commit
                                ).scalar_subquery().label("relaxed_commit")
 
 
+_JSON_NULL: Any = sa.cast(sa.literal("null", sa.Text), postgresql.JSONB)
+
+
 def claim_statement(models: Models, params: ClaimParams) -> Any:
     """The claim ``UPDATE``: one locking ``SELECT`` per group in a materialized CTE.
 
@@ -55,8 +61,10 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
     if cached is None:
         if len(_STATEMENTS) > 1000:
             _STATEMENTS.clear()
-        cached = _STATEMENTS[key] = _build(models, params, sa.bindparam("limit", type_=sa.Integer),
-                                           sa.bindparam("worker_id", type_=sa.Text))
+        # Default values, so that the statement compiles with its kinds rendered once (driver_sql);
+        # every execution binds its own.
+        cached = _STATEMENTS[key] = _build(models, params, sa.bindparam("limit", 0, type_=sa.Integer),
+                                           sa.bindparam("worker_id", "", type_=sa.Text))
     return cached
 
 
@@ -87,7 +95,7 @@ def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool)
         return sa.func.ARRAY(sa.select(candidates.c.id).scalar_subquery())
     groups = [_candidates(models, uncapped, limit, "claimable")] if uncapped else []
     for i, kind in enumerate(capped):
-        room = params.caps[kind] if literal_caps else sa.bindparam(f"cap_{i}", type_=sa.Integer)
+        room = params.caps[kind] if literal_caps else sa.bindparam(f"cap_{i}", 0, type_=sa.Integer)
         groups.append(_candidates(models, [kind], room, f"claimable_{i}"))
     grouped = sa.union_all(*(sa.select(g.c.id, g.c.priority, g.c.created_at) for g in groups)).subquery("grouped")
     best = sa.select(grouped.c.id).order_by(grouped.c.priority, grouped.c.created_at, grouped.c.id).limit(limit)
@@ -107,9 +115,11 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
             run_count=job.run_count + 1,
             claim_expires_at=sa.func.now() + _lease_expr(models, params),
         )
-        .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at,
-                   job.run_count, job.failure_count,
-                   sa.func.extract("epoch", sa.func.now() - job.visible_at).label("waited"),
+        # A carry of JSON null comes back as SQL NULL (None either way, but the driver decodes no
+        # JSON for it), the wait as a float8 (no Decimal made per row).
+        .returning(job.id, job.kind, job.payload, sa.func.nullif(job.carry, _JSON_NULL).label("carry"),
+                   job.priority, job.created_at, job.run_count, job.failure_count,
+                   sa.cast(sa.func.extract("epoch", sa.func.now() - job.visible_at), sa.Float).label("waited"),
                    own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6)
                    _RELAX_COMMIT)
         .execution_options(synchronize_session=False)
@@ -126,15 +136,26 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
     binds: dict[str, Any] = {"limit": params.limit, "worker_id": params.worker_id}
     for i, kind in enumerate(_capped(params)):
         binds[f"cap_{i}"] = max(0, min(params.caps[kind], params.limit))
-    rows = session.execute(claim_statement(models, params), binds).all()
+    statement = claim_statement(models, params)
+    text = driver_sql.driver_text(session, statement, expand=True)
+    if text is None:
+        rows = session.execute(statement, binds).all()
+    else:
+        assert isinstance(session, sa.Connection)
+        rows = driver_sql.execute(session, text[0], text[1], binds).all()
+    worker_id = params.worker_id
+    # Positional: the RETURNING columns of _build, in order (no per-attribute lookups on each row).
     jobs = [
-        ClaimedJob(id=r.id, kind=r.kind, payload=r.payload, carry=r.carry, priority=r.priority,
-                   created_at=r.created_at, run_count=r.run_count, failure_count=r.failure_count,
-                   claimed_by=params.worker_id, waited=float(r.waited), timeout=r.timeout)
+        ClaimedJob(id=r[0], kind=r[1], payload=r[2], carry=r[3], priority=r[4], created_at=r[5], run_count=r[6],
+                   failure_count=r[7], claimed_by=worker_id, waited=float(r[8]), timeout=r[9])
         for r in rows
     ]
-    jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
+    jobs.sort(key=_claim_order)
     return jobs
+
+
+def _claim_order(job: ClaimedJob) -> tuple[int, datetime, str]:
+    return job.priority, job.created_at, job.id
 
 
 def seconds_until_visible(models: Models, session: Runner, params: SoonestParams) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,7 +12,8 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
-from venturi_sa.storage.params import ZERO, Fence, FinishManyParams, FinishParams, Runner
+from venturi_sa.storage import driver_sql
+from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
 
 
 def finish(models: Models, session: Runner, params: FinishParams) -> bool:
@@ -24,8 +26,10 @@ def finish(models: Models, session: Runner, params: FinishParams) -> bool:
     return params.fence in finish_many(models, session, FinishManyParams(outcomes=[params]))
 
 
-# One array parameter per column: the statement text never changes with the
-# batch size, so SQLAlchemy compiles it once and PostgreSQL sees one shape.
+# The batch is one parameter: a JSON array with one array per outcome, its values in the order of
+# _BATCH_COLUMNS, read back positionally.  The statement text never changes with the batch size
+# (SQLAlchemy compiles it once, PostgreSQL sees one shape), and the client adapts one string
+# instead of one value per column and row (psycopg2 quoted each array element, about 12 µs per row).
 _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("id", sa.Text),
     ("kind", sa.Text),
@@ -46,43 +50,53 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
 _STATEMENTS: dict[tuple[str, int], Any] = {}
 
 
-_DUMPS = json.dumps
-_JSON_NULL = "null"  # a saved carry of None: JSON null, as json.dumps(None)
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps, compact
 # Per outcome, the columns it decides: (status, finished, outcome); looked up once per row.
 _BY_OUTCOME: dict[Outcome, tuple[str, bool, str]] = {
     outcome: (status.value, status.terminal, outcome.value) for outcome, status in OUTCOME_STATUS.items()}
 
 
+def _interval(delay: timedelta | None) -> str:
+    """A delay as PostgreSQL interval input, exactly (days, seconds and microseconds apart)."""
+    if not delay:
+        return "0"
+    return f"{delay.days} days {delay.seconds} seconds {delay.microseconds} microseconds"
+
+
 def _row(p: FinishParams) -> tuple[Any, ...]:
-    """One outcome as the values of ``_BATCH_COLUMNS``, in order (one tuple, no per-column appends)."""
+    """One outcome as the values of ``_BATCH_COLUMNS``, in order (JSON values: carry and attachment as they are)."""
     fence = p.fence
     status, finished, outcome = _BY_OUTCOME[p.outcome]
-    visible_at, attachment, carry = p.visible_at, p.attachment, p.carry
+    visible_at = p.visible_at
     return (fence.job_id, fence.kind, fence.claimed_by, fence.run_count, status, finished,
-            None if visible_at is None else visible_at.isoformat(), p.delay or ZERO, 1 if p.failure else 0,
-            p.save_carry, (_JSON_NULL if carry is None else _DUMPS(carry)) if p.save_carry else None, outcome, p.note,
-            None if attachment is None else _DUMPS(attachment), p.owe_on_dead)
+            None if visible_at is None else visible_at.isoformat(), _interval(p.delay), 1 if p.failure else 0,
+            p.save_carry, p.carry if p.save_carry else None, outcome, p.note, p.attachment, p.owe_on_dead)
 
 
-_NAMES = tuple(f"v_{name}" for name, _ in _BATCH_COLUMNS)
-
-
-def _batch_columns(batch: Sequence[FinishParams]) -> dict[str, list[Any]]:
-    """The batch's bind parameters: one array per column, transposed from one tuple per row."""
-    return dict(zip(_NAMES, map(list, zip(*map(_row, batch), strict=True)), strict=True))
+def _batch_document(batch: Sequence[FinishParams]) -> str:
+    """The batch's one bind parameter: ``[[id, kind, ...], ...]`` as JSON text."""
+    return _DUMPS(list(map(_row, batch)))
 
 
 def _outcome_rows() -> Any:
-    arrays = [
-        sa.cast(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(sa.Text if name in _AS_TEXT else type_)),
-                postgresql.ARRAY(type_))
-        for name, type_ in _BATCH_COLUMNS
-    ]
-    return sa.func.unnest(*arrays).table_valued(*(name for name, _ in _BATCH_COLUMNS)).render_derived(
-        name="outcome", with_types=False)
+    """The batch parameter as rows of the columns of ``_BATCH_COLUMNS`` (``outcome.id``, ...).
 
-
-_AS_TEXT = {"carry", "attachment", "visible_at"}
+    A saved carry of None is JSON ``null`` (``->`` keeps it; the column is
+    NOT NULL); an attachment of None is SQL NULL.
+    """
+    document = sa.cast(sa.bindparam("outcomes", type_=sa.Text), postgresql.JSONB)
+    element = sa.func.jsonb_array_elements(document).table_valued(
+        sa.column("value", postgresql.JSONB)).render_derived(name="batch").c.value
+    columns = []
+    for i, (name, type_) in enumerate(_BATCH_COLUMNS):
+        if name == "carry":
+            value = element[i]
+        elif name == "attachment":
+            value = sa.func.nullif(element[i], sa.cast(sa.literal("null"), postgresql.JSONB))
+        else:
+            value = sa.cast(element[i].astext, type_)
+        columns.append(value.label(name))
+    return sa.select(*columns).subquery("outcome")
 
 
 def cancel_text(actor: Any, note: Any, why: Any) -> Any:
@@ -183,5 +197,13 @@ def finish_many(models: Models, session: Runner, params: FinishManyParams) -> se
     batch = params.outcomes
     if not batch:
         return set()
-    written = {(r[0], r[1]) for r in session.execute(_finish_many_statement(models), _batch_columns(batch))}
+    statement = _finish_many_statement(models)
+    binds = {"outcomes": _batch_document(batch)}
+    text = driver_sql.driver_text(session, statement)
+    if text is None:
+        rows = session.execute(statement, binds)
+    else:
+        assert isinstance(session, sa.Connection)
+        rows = driver_sql.execute(session, text[0], text[1], binds)
+    written = {(r[0], r[1]) for r in rows}
     return {p.fence for p in batch if (p.fence.job_id, p.fence.run_count) in written}

@@ -76,14 +76,17 @@ class Completer:
     :class:`~venturi_sa.worker.batcher.Batcher`.  A run whose fence no longer
     matches (its lease was lost) commits nothing and logs a warning.
     ``done([(run, recorded), ...])`` hears about every run once its outcome
-    is persisted or given up on.
+    is persisted or given up on.  The batch writer runs its transactions in
+    ``batch_conns`` (one thread: it may keep a connection), the rest in
+    ``conns`` (shared by the executor threads).
     """
 
     def __init__(self, backend: Backend, conns: Transactions, leases: Mapping[str, timedelta],
                  abort: threading.Event, done: Callable[[list[tuple[Run, bool]]], None], *,
-                 batch: bool = True, max_backlog: int = 100) -> None:
+                 batch: bool = True, max_backlog: int = 100, batch_conns: Transactions | None = None) -> None:
         self.backend = backend
         self.conns = conns
+        self.batch_conns = conns if batch_conns is None else batch_conns  # the batch writer's alone
         self.leases = dict(leases)
         self.abort = abort
         self.done = done
@@ -100,7 +103,7 @@ class Completer:
     def start(self) -> None:
         """Start the batch writer (if outcomes are batched)."""
         if self.batch:
-            self.batcher = Batcher(self.backend, self.conns, self.done, self.retry_for, self.abort,
+            self.batcher = Batcher(self.backend, self.batch_conns, self.done, self.retry_for, self.abort,
                                    max_backlog=self.max_backlog)
             self.batcher.start()
 

@@ -13,6 +13,12 @@ so the SQL is written once for both flavours:
   event loop (:mod:`~venturi_sa.worker.loop`), through the async driver
   (asyncpg or psycopg 3 async), while the calling thread waits.
 
+The claim loop and the outcome batch writer each run a transaction every few
+milliseconds; each gets a :class:`HeldConnections` instead
+(:meth:`WorkerEngines.held`): one connection kept between its transactions,
+since a pool checkout with the worker's ``isolation_level`` (set at checkout,
+reset at checkin) cost about twice the CPU of a one-statement transaction.
+
 ``ctx.session`` is a sync ``Session`` and ``ctx.session_async`` an
 ``AsyncSession``; whichever flavour the worker was not given is derived on
 first use from the same URL (same host, database and credentials), unless
@@ -36,6 +42,8 @@ the worker, which disposes of them when it stops.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -52,6 +60,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 T = TypeVar("T")
+logger = logging.getLogger("venturi_sa.worker")
 _LIBPQ = ("psycopg2", "psycopg", "psycopg_async")  # drivers sharing libpq's URL query parameters
 _MODULES = {"psycopg_async": "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2", "asyncpg": "asyncpg"}
 _EXTRAS = "install an async driver: pip install 'venturi[psycopg]' (psycopg 3) or 'venturi[asyncpg]'"
@@ -83,6 +92,92 @@ class SyncConnections:
     def connect(self, fn: Callable[[sa.Connection], T]) -> T:
         with self.engine.connect() as conn:
             return fn(conn)
+
+
+class HeldConnections:
+    """A sync engine's transactions on one kept connection, for the one thread that runs them.
+
+    The connection is checked out on first use, so the engine's
+    ``isolation_level`` is set once, not per transaction.  Each transaction
+    is still ``BEGIN``, ``fn``, ``COMMIT``: nothing stays open between them.
+    Any error rolls back and drops the connection (returned to the pool, or
+    discarded if it died); the next transaction checks out another, so a
+    server restart is handled as with a connection per transaction.
+    :meth:`close` returns it to the pool; called from another thread while
+    a transaction runs, the connection goes back when that one ends.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._conn: sa.Connection | None = None
+        self._lock = threading.Lock()
+        self._busy = False
+        self._closing = False
+
+    def begin(self, fn: Callable[[sa.Connection], T]) -> T:
+        conn = self._take()
+        try:
+            with conn.begin():
+                result = fn(conn)
+        except BaseException:
+            self._give_back(drop=True)
+            raise
+        self._give_back(drop=False)
+        return result
+
+    def connect(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)``; whatever it began is rolled back afterwards."""
+        conn = self._take()
+        try:
+            result = fn(conn)
+            if conn.in_transaction():
+                conn.rollback()
+        except BaseException:
+            self._give_back(drop=True)
+            raise
+        self._give_back(drop=False)
+        return result
+
+    def close(self) -> None:
+        """Return the kept connection to the pool (now, or when the running transaction ends)."""
+        with self._lock:
+            if self._busy:
+                self._closing = True
+                return
+            conn, self._conn = self._conn, None
+        _close_quietly(conn)
+
+    def _take(self) -> sa.Connection:
+        with self._lock:
+            self._busy, self._closing = True, False
+            conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            _close_quietly(conn)
+            try:
+                conn = self.engine.connect()
+            except BaseException:
+                self._give_back(drop=True)
+                raise
+            self._conn = conn
+        return conn
+
+    def _give_back(self, *, drop: bool) -> None:
+        with self._lock:
+            self._busy = False
+            conn = self._conn
+            if not (drop or self._closing):
+                return
+            self._conn, self._closing = None, False
+        _close_quietly(conn)
+
+
+def _close_quietly(conn: sa.Connection | None) -> None:
+    if conn is None:
+        return
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a dead connection must not hide the error that killed it
+        logger.debug("closing a dropped worker connection failed", exc_info=True)
 
 
 class AsyncConnections:
@@ -221,6 +316,16 @@ class WorkerEngines:
             return AsyncConnections(self.own.execution_options(**execution_options))
         assert isinstance(self.own, sa.Engine)
         return SyncConnections(self.own.execution_options(**execution_options))
+
+    def held(self, **execution_options: Any) -> HeldConnections | AsyncConnections:
+        """A runner for one thread's own statements: a kept connection on a sync ``own``.
+
+        An async ``own`` gets :meth:`connections` (its transactions already run on the worker loop).
+        """
+        if is_async_engine(self.own):
+            return AsyncConnections(self.own.execution_options(**execution_options))
+        assert isinstance(self.own, sa.Engine)
+        return HeldConnections(self.own.execution_options(**execution_options))
 
     def get_sync(self) -> sa.Engine:
         """The sync engine (``ctx.session``), derived from the async engine's URL on first use."""

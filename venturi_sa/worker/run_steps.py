@@ -13,11 +13,11 @@ counts against its kind's cap until its coroutine has ended.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
+from types import CoroutineType
 from typing import Any
 
 from sqlalchemy.exc import StatementError
@@ -182,7 +182,7 @@ def execute(run: Run, awaiter: Awaiter = await_on_loop) -> Any:
     try:
         with run.hooks.around(run.ctx) if not run.task.is_async else NOTHING:
             result = run.task.run(run.ctx)
-        if inspect.iscoroutine(result):
+        if isinstance(result, CoroutineType):
             result = awaiter(run, result)
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
@@ -198,9 +198,14 @@ def execute(run: Run, awaiter: Awaiter = await_on_loop) -> Any:
         return exc
 
 
+_NO_CARRY: dict[str, Any] = {"carry": None, "save_carry": True}  # read only: a run that kept no carry
+
+
 def _carry(run: Run) -> dict[str, Any]:
-    schema = run.task_type.carry_schema if run.task_type else None
     value = run.ctx.carry
+    if value is None:
+        return _NO_CARRY  # None is JSON, and neither a carry schema nor the size bound applies to it
+    schema = run.task_type.carry_schema if run.task_type else None
     bound = run.ctx.max_payload_bytes
     if schema is not None and value is not None:  # dump checks what it returns
         return {"carry": payloads.dump(schema, value, "carry", bound), "save_carry": True}
@@ -263,6 +268,8 @@ def _result(run: Run, value: Any) -> FinishParams:
 
 def _outcome(run: Run, result: Any) -> FinishParams:
     if result is None:
+        if run.ctx.carry is None:  # the common case, as Complete() would give it without building one
+            return _finish(run, Outcome.COMPLETED, None, **_NO_CARRY)
         result = Complete()
     if not isinstance(result, RUN_OUTCOMES):
         return _result(run, result)

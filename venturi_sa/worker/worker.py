@@ -38,7 +38,7 @@ from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
-from venturi_sa.worker.connections import WorkerEngines
+from venturi_sa.worker.connections import HeldConnections, WorkerEngines
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.executor_threads import Executors
 from venturi_sa.worker.inflight import InFlight
@@ -118,6 +118,9 @@ class Worker:
                                      async_engine=async_engine, pool_size=concurrency + 4)
         self.engine = self.engines.own  # the worker's own statements (claims, outcomes, leases, LISTEN)
         self._conns = self.engines.connections(isolation_level=ISOLATION)
+        # The claim loop and the batch writer run a transaction every few milliseconds: each keeps a connection.
+        self._claim_conns = self.engines.held(isolation_level=ISOLATION)
+        self._batch_conns = self.engines.held(isolation_level=ISOLATION)
         self.session_class = opts.session_class if opts.session_class is not None else queue.session_class
         self.async_session_class = opts.async_session_class
         kinds = opts.kinds
@@ -152,10 +155,11 @@ class Worker:
         self.inflight = InFlight(concurrency, {k: t.concurrency for k, t in self._tasks.items()},
                                  self._leases, self._slot_freed)
         self.completer = Completer(self.backend, self._conns, self._leases, self._abort, self._finished_many,
-                                   batch=self.batch_outcomes, max_backlog=self.max_backlog)
+                                   batch=self.batch_outcomes, max_backlog=self.max_backlog,
+                                   batch_conns=self._batch_conns)
         self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop)
         self.producer = Producer(
-            self.backend, self._conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
+            self.backend, self._claim_conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
             batch_size=self.batch_size, poll_interval=self.poll_interval, fetch_cooldown=self.fetch_cooldown,
             healthy=self._healthy, wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}))
@@ -233,13 +237,12 @@ class Worker:
             runs.append(Run(job=job, ctx=ctx, hooks=hooks))
         self.inflight.add_many(runs)
         assert self._threads is not None
-        put = self._threads.executors.put
-        for run in runs:
-            if self.on_event is not None:
+        if self.on_event is not None:
+            for run in runs:
                 job = run.job
                 self._emit("claimed", {"job_id": job.id, "kind": job.kind, "run_count": job.run_count,
                                        "waited": job.waited, "queue": self.models.prefix})
-            put(run)
+        self._threads.executors.put_many(runs)  # one hand-off per claim (worker/executor_threads.py)
 
     def _open_session(self) -> Session:
         """``ctx.session`` of a worker on an async engine: on the sync sibling engine, made on first use."""
@@ -334,6 +337,9 @@ class Worker:
                            grace=self.grace, flush_timeout=longest + lifecycle.JOIN_TIMEOUT,
                            abort=self._abort, halt=self._halt, wake=self._wake,
                            released=self._released)
+        for held in (self._claim_conns, self._batch_conns):
+            if isinstance(held, HeldConnections):
+                held.close()  # back to the pool (a batch writer still writing gives it back when done)
         self._dispose_derived()
         self.hooks.stopped(self)
         logger.info("worker %s stopped", self.worker_id)
