@@ -31,6 +31,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import conv
 from ulid import ULID
 
+from venturi_sa.archive_models import ArchivedJobBase, archive_args, archive_columns
 from venturi_sa.prefix import Names
 from venturi_sa.states import OUTCOMES, STATUSES, Status
 
@@ -295,6 +296,7 @@ class Models:
     JobTimeout: type[JobTimeoutBase]
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
+    ArchivedJob: type[ArchivedJobBase]
 
     @property
     def names(self) -> Names:
@@ -337,10 +339,15 @@ class Models:
         return cast(sa.Table, self.TraceContext.__table__)  # type: ignore[attr-defined]
 
     @property
+    def archive_table(self) -> sa.Table:
+        return cast(sa.Table, self.ArchivedJob.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table)
+                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
+                self.archive_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -653,6 +660,8 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                              _traces_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls)
+                    TraceContext=trace_cls,
+                    ArchivedJob=_table_class(prefix, base, ArchivedJobBase, "ArchivedJob", n.archive,
+                                             archive_args(n), archive_columns()))
     registry[prefix] = models
     return models
