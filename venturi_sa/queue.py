@@ -34,6 +34,7 @@ from venturi_sa.binds import (
 )
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops import admin, cleanup, history, stats
+from venturi_sa.ops import archive as archive_ops
 from venturi_sa.ops import control as runtime
 from venturi_sa.ops.control import Cancelled, PauseInfo
 from venturi_sa.ops.explain import Explanation, explain
@@ -86,12 +87,20 @@ class Queue:
     schema) before anything is written.  ``max_payload_bytes`` (default 1 MiB)
     bounds the JSON of each payload, carry, checkpoint, attachment and
     result (``InvalidPayload`` naming the size; docs/tasks.md lists every bound).
+    ``archive_after`` (default one minute) is how long a ``completed`` or
+    ``dead`` job stays in ``<prefix>_jobs`` before the queue's workers move
+    it, with its journal, to the archive (``<prefix>_archive``, migration
+    v9; reads cover both); None keeps terminal jobs in ``<prefix>_jobs``
+    until cleanup, as before v9.
     """
 
     def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
                  check_added_jobs: bool = False,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
-                 session_class: type[Session] | None = None) -> None:
+                 session_class: type[Session] | None = None,
+                 archive_after: timedelta | None = archive_ops.DEFAULT_ARCHIVE_AFTER) -> None:
+        self.archive_after = archive_ops.check_archive_after(archive_after)
+        """How long a terminal job stays in ``<prefix>_jobs`` before workers move it to the archive (None: never)."""
         self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
         """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
         self.models = models
@@ -313,6 +322,16 @@ class Queue:
         return cleanup.cleanup(self.models, require_engine(engine, "cleanup"), before=before, older_than=older_than,
                                status=status, kind=kind, batch_size=batch_size, dry_run=dry_run,
                                progress=progress)
+
+    def archive(self, engine: Engine, *, older_than: timedelta | None = None, batch_size: int = 1000) -> int:
+        """Move terminal jobs finished more than ``older_than`` ago (default: ``archive_after``, else 0) to the archive.
+
+        Batches of ``batch_size``, each its own transaction; returns how many
+        jobs moved (see :func:`venturi_sa.ops.archive.archive`).
+        """
+        after = older_than if older_than is not None else self.archive_after or timedelta(0)
+        return archive_ops.archive(self.models, require_engine(engine, "archive"), older_than=after,
+                                   batch_size=batch_size)
 
     def requeue(self, engine: Engine, job_id: str, note: str | None = None, *,
                 actor: str = runtime.DEFAULT_ACTOR) -> JobInfo:

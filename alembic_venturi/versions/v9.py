@@ -1,4 +1,4 @@
-"""V9: the archive of terminal jobs (``<prefix>_archive``, partitioned by day) and the jobs table's storage parameters."""
+"""V9: the archive of terminal jobs (``<prefix>_archive``, by day) and the jobs table's storage parameters."""
 
 from __future__ import annotations
 

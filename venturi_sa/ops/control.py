@@ -27,6 +27,7 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo, jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
+from venturi_sa.storage import archive as archived
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.control import PATTERN_MARK, CancelParams, EditParams, PauseParams, ResumeParams
 from venturi_sa.storage.history import JobParams
@@ -71,6 +72,9 @@ def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, act
                                   note=check_text(note, "note"))
     result = backend_for(models).cancel(runner, params)
     if result.job is None:
+        status = archived.archived_status(models, runner, job_id)
+        if status is not None:
+            raise InvalidTransition(f"cannot cancel job {job_id}: it is already {status} (archived)")
         raise job_not_found(models, job_id)
     if result.done:
         if registry is not None and isinstance(runner, Session):

@@ -16,6 +16,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
+from venturi_sa.storage import archive as archived
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.stats import StatsParams, StatsRows
 
@@ -24,6 +25,7 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
     """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = backend_for(models).stats(session, StatsParams())
+        raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in backend_for(models).schedule_rows(session) if r.removed_at is None]
     return dataclasses.replace(shape_stats(raw), schedules=schedules)
 
