@@ -40,6 +40,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
 from venturi_sa.models import Models
@@ -97,8 +98,9 @@ def today(runner: Runner) -> date:
     return value
 
 
-def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD) -> list[str]:
-    """Attach the partitions of today and ``ahead`` days after it that are missing; returns their names.
+def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD,
+                      start: date | None = None) -> list[str]:
+    """Attach the partitions of today (or ``start``) and ``ahead`` days after it that are missing; returns their names.
 
     Serialized by an advisory lock held until the caller's transaction ends;
     on rollback nothing is attached.  Each new partition gets the archive's
@@ -107,7 +109,7 @@ def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD) -
     """
     _lock(models, runner)
     have = partitions(models, runner)
-    first = today(runner)
+    first = start if start is not None else today(runner)
     made = []
     for day in (first + timedelta(days=n) for n in range(ahead + 1)):
         if day in have:
@@ -172,15 +174,20 @@ def move_batch(models: Models, runner: Runner, params: MoveParams) -> int:
 
 # -- reading archived jobs as the jobs table's rows ---------------------------------------
 
+def _is_jsonb(column: sa.Column[Any]) -> bool:
+    return isinstance(column.type.dialect_impl(postgresql.dialect()), JSONB)
+
+
 def job_columns(models: Models) -> list[Any]:
     """The ``<prefix>_jobs`` columns, in table order, decoded from an archive row (labelled as the columns)."""
-    archive, job = models.archive_table, models.archive_table.c.job
+    archive = models.archive_table
+    job = sa.type_coerce(archive.c.job, JSONB)
     direct = {"id", "kind", "status", "created_at", "finished_at"}
     columns: list[Any] = []
     for column in models.jobs_table.c:
         if column.name in direct:
             columns.append(archive.c[column.name].label(column.name))
-        elif isinstance(column.type.dialect_impl(sa.dialects.postgresql.dialect()), JSONB):
+        elif _is_jsonb(column):
             columns.append(sa.type_coerce(job[column.name], column.type).label(column.name))
         else:
             columns.append(sa.cast(job[column.name].astext, column.type).label(column.name))
@@ -211,7 +218,7 @@ def _entries(models: Models, job_id: str) -> tuple[Any, sa.Select[Any]]:
 def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
     """An archived job's journal rows (the journal table's columns), in ``id`` order."""
     entry, stmt = _entries(models, job_id)
-    value = entry.c.value
+    value = sa.type_coerce(entry.c.value, JSONB)
     columns = []
     for column in models.journal_table.c:
         if column.name == "attachment":
@@ -225,9 +232,10 @@ def result_statement(models: Models, job_id: str) -> sa.Select[Any]:
     """``(status, result)`` of an archived job: the attachment of its last ``completed`` journal entry."""
     archive = models.archive_table
     entry = sa.func.jsonb_array_elements(archive.c.journal).table_valued("value").alias("entry")
-    last = (sa.select(sa.type_coerce(entry.c.value["attachment"], models.journal_table.c.attachment.type))
-            .select_from(entry).where(entry.c.value["outcome"].astext == "completed")
-            .order_by(sa.cast(entry.c.value["id"].astext, sa.BigInteger).desc()).limit(1)
+    value = sa.type_coerce(entry.c.value, JSONB)
+    last = (sa.select(sa.type_coerce(value["attachment"], models.journal_table.c.attachment.type))
+            .select_from(entry).where(value["outcome"].astext == "completed")
+            .order_by(sa.cast(value["id"].astext, sa.BigInteger).desc()).limit(1)
             .correlate(archive).scalar_subquery())
     return sa.select(archive.c.status, last.label("result")).where(archive.c.id == job_id)
 
@@ -321,7 +329,7 @@ WITH gone AS (
     DELETE FROM {archive} AS a WHERE a.id = :job_id AND a.status = 'dead'
     RETURNING a.*
 ), job AS (
-    INSERT INTO {jobs} SELECT (jsonb_populate_record(NULL::{jobs}, g.job)).* FROM gone AS g
+    INSERT INTO {jobs} SELECT {job_columns} FROM gone AS g, jsonb_populate_record(NULL::{jobs}, g.job) AS r
     RETURNING id
 ), entries AS (
     INSERT INTO {journal} OVERRIDING SYSTEM VALUE
@@ -344,7 +352,10 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
     archived dead job.
     """
     n = models.names
-    sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces)
+    # jsonb columns are taken as they are: jsonb_populate_record would turn a JSON null (a carry's) into SQL NULL
+    columns = ", ".join(f"g.job -> '{c.name}'" if _is_jsonb(c) else f"r.{c.name}" for c in models.jobs_table.c)
+    sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
+                          job_columns=columns)
     return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())
 
 
