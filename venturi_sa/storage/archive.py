@@ -40,7 +40,6 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 
 from venturi_sa.models import Models
@@ -138,8 +137,8 @@ WITH picked AS MATERIALIZED (
     RETURNING j.*
 ), moved AS (
     INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace)
-    SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), to_jsonb(g),
-           coalesce((SELECT jsonb_agg(to_jsonb(e) ORDER BY e.id) FROM {journal} AS e WHERE e.job_id = g.id),
+    SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), {job_json},
+           coalesce((SELECT jsonb_agg({entry_json} ORDER BY e.id) FROM {journal} AS e WHERE e.job_id = g.id),
                     '[]'::jsonb),
            (SELECT t.timeout FROM {timeouts} AS t WHERE t.job_id = g.id),
            (SELECT r.carrier FROM {traces} AS r WHERE r.job_id = g.id)
@@ -150,16 +149,38 @@ SELECT count(*) FROM moved
 """
 
 
+JOB_KEYS = ("id", "kind", "status", "created_at", "finished_at")
+"""Job columns the archive holds as columns of its own, left out of its ``job`` JSON."""
+ENTRY_KEYS = ("job_id", "kind")
+"""Journal columns every entry of a job shares with the job, left out of the ``journal`` JSON."""
+
+
+def _compact(table: sa.Table, alias: str, repeated: tuple[str, ...]) -> str:
+    """``to_jsonb(alias)`` without the ``repeated`` keys, nor the keys whose value is NULL (JSON null for JSON).
+
+    Only top-level keys go (a payload's own nulls stay); reading a missing
+    key gives NULL, which decodes as the value left out did.
+    """
+    dropped = ", ".join(f"'{name}'" for name in repeated)
+    empty = [f"CASE WHEN {alias}.{c.name} = 'null'::jsonb THEN '{c.name}' END" if _is_jsonb(c) else
+             f"CASE WHEN {alias}.{c.name} IS NULL THEN '{c.name}' END"
+             for c in table.c if c.name not in repeated and (c.nullable or _is_jsonb(c))]
+    return f"to_jsonb({alias}) - ARRAY[{dropped}] - array_remove(ARRAY[{', '.join(empty)}], NULL)"
+
+
 def move_statement(models: Models) -> sa.TextClause:
     """The move (see the module docstring); binds ``after`` (an interval) and ``batch_size``.
 
     Jobs with an owed ``on_dead`` call (``<prefix>_on_dead``) stay until the
     call is made: the cascade would delete the owed row.  Oldest
-    ``finished_at`` first, through ``_jobs_finished``.
+    ``finished_at`` first, through ``_jobs_finished``.  Column and table
+    names come from the mapped tables and the validated prefix.
     """
     n = models.names
     return sa.text(_MOVE.format(jobs=n.jobs, journal=n.journal, on_dead=n.on_dead, timeouts=n.timeouts,
-                                traces=n.traces, archive=n.archive))
+                                traces=n.traces, archive=n.archive,
+                                job_json=_compact(models.jobs_table, "g", JOB_KEYS),
+                                entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 
 
 def move_batch(models: Models, runner: Runner, params: MoveParams) -> int:
@@ -175,14 +196,15 @@ def move_batch(models: Models, runner: Runner, params: MoveParams) -> int:
 # -- reading archived jobs as the jobs table's rows ---------------------------------------
 
 def _is_jsonb(column: sa.Column[Any]) -> bool:
-    return isinstance(column.type.dialect_impl(postgresql.dialect()), JSONB)
+    """A JSON column (``JSON`` with its ``JSONB`` variant on PostgreSQL, as every venturi JSON column)."""
+    return isinstance(column.type, sa.JSON)
 
 
 def job_columns(models: Models) -> list[Any]:
     """The ``<prefix>_jobs`` columns, in table order, decoded from an archive row (labelled as the columns)."""
     archive = models.archive_table
     job = sa.type_coerce(archive.c.job, JSONB)
-    direct = {"id", "kind", "status", "created_at", "finished_at"}
+    direct = set(JOB_KEYS)
     columns: list[Any] = []
     for column in models.jobs_table.c:
         if column.name in direct:
@@ -221,7 +243,10 @@ def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
     value = sa.type_coerce(entry.c.value, JSONB)
     columns = []
     for column in models.journal_table.c:
-        if column.name == "attachment":
+        if column.name in ENTRY_KEYS:  # the job's: job_id is its id
+            own = "id" if column.name == "job_id" else column.name
+            columns.append(models.archive_table.c[own].label(column.name))
+        elif column.name == "attachment":
             columns.append(sa.type_coerce(value[column.name], column.type).label(column.name))
         else:
             columns.append(sa.cast(value[column.name].astext, column.type).label(column.name))
@@ -333,7 +358,7 @@ WITH gone AS (
     RETURNING id
 ), entries AS (
     INSERT INTO {journal} OVERRIDING SYSTEM VALUE
-    SELECT (jsonb_populate_recordset(NULL::{journal}, g.journal)).* FROM gone AS g
+    SELECT {entry_columns} FROM gone AS g, jsonb_populate_recordset(NULL::{journal}, g.journal) AS r
 ), limits AS (
     INSERT INTO {timeouts} (job_id, timeout) SELECT g.id, g.timeout FROM gone AS g WHERE g.timeout IS NOT NULL
 ), traced AS (
@@ -352,10 +377,17 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
     archived dead job.
     """
     n = models.names
-    # jsonb columns are taken as they are: jsonb_populate_record would turn a JSON null (a carry's) into SQL NULL
-    columns = ", ".join(f"g.job -> '{c.name}'" if _is_jsonb(c) else f"r.{c.name}" for c in models.jobs_table.c)
+    # JSON columns are taken as they are (jsonb_populate_record would make a JSON null SQL NULL); one left out
+    # of the compact JSON was JSON null
+    def column(c: sa.Column[Any], repeated: tuple[str, ...], json: str) -> str:
+        if c.name in repeated:
+            return "g.id" if c.name == "job_id" else f"g.{c.name}"
+        return f"coalesce(g.{json} -> '{c.name}', 'null'::jsonb)" if _is_jsonb(c) and not c.nullable else f"r.{c.name}"
+
+    jobs = ", ".join(column(c, JOB_KEYS, "job") for c in models.jobs_table.c)
+    entries = ", ".join(column(c, ENTRY_KEYS, "journal") for c in models.journal_table.c)
     sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
-                          job_columns=columns)
+                          job_columns=jobs, entry_columns=entries)
     return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())
 
 
