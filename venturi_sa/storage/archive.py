@@ -200,9 +200,12 @@ def _is_jsonb(column: sa.Column[Any]) -> bool:
     return isinstance(column.type, sa.JSON)
 
 
-def job_columns(models: Models) -> list[Any]:
-    """The ``<prefix>_jobs`` columns, in table order, decoded from an archive row (labelled as the columns)."""
-    archive = models.archive_table
+def job_columns(models: Models, source: Any = None) -> list[Any]:
+    """The ``<prefix>_jobs`` columns, in table order, decoded from an archive row (labelled as the columns).
+
+    ``source`` is the archive table (the default) or a subquery of its columns.
+    """
+    archive = models.archive_table if source is None else source
     job = sa.type_coerce(archive.c.job, JSONB)
     direct = set(JOB_KEYS)
     columns: list[Any] = []

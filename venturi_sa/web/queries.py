@@ -21,6 +21,7 @@ from venturi_sa.ops.explain import explain
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.periodic import list_schedules
+from venturi_sa.storage import archive_dashboard as archived
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
@@ -128,9 +129,11 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     span, seconds = WINDOWS[window]
     backend, params = backend_for(models), WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
-        counts = _counts(backend.dashboard_counts(session, params))
-        activity = backend.dashboard_activity(session, params)
-        latency = backend.dashboard_latency(session, params)
+        counts = _counts(archived.add_archive_counts(models, session, backend.dashboard_counts(session, params),
+                                                     params))
+        activity = archived.add_activity(backend.dashboard_activity(session, params),
+                                         archived.activity(models, session, params))
+        latency = archived.fetch_latency(models, session, params)  # the live table and the archive together
     starts = _buckets(counts.as_of, span, seconds)
     done: dict[tuple[int, str], float] = {}
     for bucket, outcome, n in map(tuple, activity):
@@ -158,8 +161,8 @@ class Jobs:
 
 def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
     """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
-    with short_transaction(models, engine) as session:
-        page = backend_for(models).dashboard_jobs(session, params)
+    with short_transaction(models, engine, "REPEATABLE READ") as session:  # one snapshot for both tables
+        page = archived.fetch_job_page_both(models, session, params)
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
                 scanned_to=page.scanned_to,
                 errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in page.errors})
@@ -192,7 +195,8 @@ def matching_ids(models: Models, engine: sa.Engine, flt: JobFilter, statuses: tu
 def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
     with short_transaction(models, engine) as session:
-        return backend_for(models).dashboard_selection(session, SelectionParams(job_ids=job_ids))
+        found = backend_for(models).dashboard_selection(session, SelectionParams(job_ids=job_ids))
+        return {**archived.fetch_selection(models, session, [i for i in job_ids if i not in found]), **found}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,6 +256,8 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
     """The job's view (row, fire, own time limit) and journal (one transaction), or None if there is no such job."""
     with short_transaction(models, engine) as session:
         found = backend_for(models).dashboard_job(session, JobParams(job_id=job_id))
+        if found.row is None:
+            found = archived.fetch_job_detail(models, session, job_id)
     if found.row is None or found.now is None:
         return None
     row, entries, now = found.row, found.journal, found.now
