@@ -259,6 +259,10 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
         backend = backend_for(models)
         found = backend.job_row(session, JobParams(job_id=job_id))
         if found is None:
+            status = archived.archived_status(models, session, job_id)
+            if status is not None:
+                raise InvalidTransition(f"cannot edit job {job_id}: it is {status} (archived), and only pending "
+                                        "jobs can be edited")
             raise job_not_found(models, job_id)
         stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
         params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
