@@ -70,7 +70,8 @@ def _walk(models: Models, params: JobPageParams) -> sa.Subquery:
 
 
 def _matches(walk: sa.Subquery, params: JobPageParams) -> list[Any]:
-    flt, conditions = params.filter, []
+    flt = params.filter
+    conditions: list[Any] = []
     if flt.statuses:
         conditions.append(walk.c.status.in_(list(flt.statuses)))
     if flt.kind:

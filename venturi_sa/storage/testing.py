@@ -71,7 +71,7 @@ def reveal_scheduled(models: Models, runner: Runner, kinds: Sequence[str]) -> in
 
 
 def purge(models: Models, runner: Runner) -> int:
-    """Delete every job of the queue, live and archived (its journal goes by cascade, merged rows included); the count."""
+    """Delete every job of the queue, live and archived (the journal goes by cascade); the count."""
     runner.execute(sa.delete(models.journal_table))
     archived = int(runner.execute(sa.delete(models.archive_table)).rowcount)  # type: ignore[attr-defined]
     return archived + int(runner.execute(sa.delete(models.jobs_table)).rowcount)  # type: ignore[attr-defined]
