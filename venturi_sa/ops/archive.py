@@ -56,7 +56,8 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
     params, total, batches = store.MoveParams(after=older_than, batch_size=batch_size), 0, 0
     while max_batches is None or batches < max_batches:
         with short_transaction(models, engine) as session:
-            moved = store.move_batch(models, session, params)
+            moved, newest = store.move_batch(models, session, params)
+        params = replace(params, floor=newest or params.floor)
         total, batches = total + moved, batches + 1
         if moved and progress is not None:
             progress(total)

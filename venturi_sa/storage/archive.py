@@ -60,6 +60,8 @@ class MoveParams:
 
     after: timedelta
     batch_size: int = 1000
+    floor: datetime | None = None
+    """The previous batch's newest ``finished_at``: the index scan starts there, past the entries it deleted."""
 
 
 def lock_key(prefix: str) -> int:
@@ -128,6 +130,7 @@ _MOVE = """
 WITH picked AS MATERIALIZED (
     SELECT j.id FROM {jobs} AS j
     WHERE j.status IN ('completed', 'dead') AND j.finished_at < now() - CAST(:after AS interval)
+      AND j.finished_at >= CAST(:floor AS timestamptz)
       AND NOT EXISTS (SELECT 1 FROM {on_dead} AS o WHERE o.job_id = j.id)
     ORDER BY j.finished_at
     LIMIT :batch_size
@@ -143,9 +146,9 @@ WITH picked AS MATERIALIZED (
            (SELECT t.timeout FROM {timeouts} AS t WHERE t.job_id = g.id),
            (SELECT r.carrier FROM {traces} AS r WHERE r.job_id = g.id)
     FROM gone AS g
-    RETURNING 1
+    RETURNING finished_at
 )
-SELECT count(*) FROM moved
+SELECT count(*), max(finished_at) FROM moved
 """
 
 
@@ -183,14 +186,19 @@ def move_statement(models: Models) -> sa.TextClause:
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 
 
-def move_batch(models: Models, runner: Runner, params: MoveParams) -> int:
-    """Move one batch in ``runner``'s transaction; returns how many jobs moved.  The caller commits.
+def move_batch(models: Models, runner: Runner, params: MoveParams) -> tuple[int, datetime | None]:
+    """Move one batch in ``runner``'s transaction; returns how many jobs moved and their newest ``finished_at``.
 
-    Fails (moving nothing) if today's partition is missing: call
-    :func:`ensure_partitions` first, in a transaction of its own.
+    The caller commits.  Fails (moving nothing) if today's partition is
+    missing: call :func:`ensure_partitions` first, in a transaction of its own.
+    A batch deletes the index entries it scanned over; pass its newest
+    ``finished_at`` as the next batch's ``floor`` so that the next scan does
+    not walk them again (until vacuum removes them, each batch would).
     """
-    return int(runner.execute(move_statement(models),
-                              {"after": params.after, "batch_size": params.batch_size}).scalar_one())
+    floor = params.floor or datetime(1, 1, 1, tzinfo=timezone.utc)
+    row = runner.execute(move_statement(models),
+                         {"after": params.after, "batch_size": params.batch_size, "floor": floor}).one()
+    return int(row[0]), row[1]
 
 
 # -- reading archived jobs as the jobs table's rows ---------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import sqlalchemy as sa
@@ -27,9 +28,14 @@ MAX_BATCHES = 20  # per pass: a backlog is moved over several passes, never in o
 
 
 class Archiver(threading.Thread):
-    """Archives ``models``' terminal jobs older than ``after`` every ``every`` seconds until ``stopping``."""
+    """Archives ``models``' terminal jobs older than ``after`` every ``every`` seconds until ``stopping``.
 
-    def __init__(self, models: Models, engine: sa.Engine, after: timedelta, every: float,
+    ``engine`` returns the sync engine to use, called at each pass (a worker
+    on an ``AsyncEngine`` derives it on first use; a missing sync driver is
+    then logged as an archiving failure, not a failed start).
+    """
+
+    def __init__(self, models: Models, engine: Callable[[], sa.Engine], after: timedelta, every: float,
                  stopping: threading.Event, batch_size: int = BATCH, max_batches: int = MAX_BATCHES) -> None:
         super().__init__(name=f"venturi-archiver-{models.prefix}", daemon=True)
         self.models = models
@@ -47,7 +53,7 @@ class Archiver(threading.Thread):
 
     def archive_once(self) -> int:
         """One pass: attach missing partitions, then move up to ``max_batches`` batches; returns jobs moved."""
-        moved = archive(self.models, self.engine, older_than=self.after, batch_size=self.batch_size,
+        moved = archive(self.models, self.engine(), older_than=self.after, batch_size=self.batch_size,
                         max_batches=self.max_batches)
         self.moved += moved
         return moved

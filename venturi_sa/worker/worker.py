@@ -317,7 +317,7 @@ class Worker:
         """The thread moving terminal jobs to the archive (on the sync engine), unless ``archive_after`` is None."""
         if self.queue.archive_after is None:
             return None
-        return Archiver(self.models, self.engines.get_sync(), self.queue.archive_after, every=self.recover_interval,
+        return Archiver(self.models, self.engines.get_sync, self.queue.archive_after, every=self.recover_interval,
                         stopping=self._halt)
 
     # -- start and stop ------------------------------------------------------------------------

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from archive_kit import places
+from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
 from queue_kit import WAIT, Events, enqueue, running, wait_until
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
 from venturi_sa import JobContext, Queue, Task, Worker
@@ -127,3 +129,16 @@ def test_a_worker_without_archiving_or_with_a_long_delay_moves_nothing(
         else:
             assert worker._threads.archiver is None  # type: ignore[union-attr]
     assert places(engine, models)[1] == []
+
+
+def test_a_worker_on_an_async_engine_archives_through_its_sync_sibling(
+        engine: sa.Engine, models: Any, async_engine: AsyncEngine) -> None:
+    queue = Queue(models, [Add], archive_after=timedelta(0))
+    events = Events()
+    worker = Worker(queue, async_engine, concurrency=2, poll_interval=0.2, recover_interval=0.05, on_event=events)
+    ids = enqueue(engine, queue, Add(a=1, b=2), Add(a=3, b=4))
+    with running(worker):
+        events.wait_count("finished", 2)
+        wait_until(lambda: len(places(engine, models)[1]) == 2, what="both jobs archived")
+    assert sorted(places(engine, models)[1]) == sorted(ids)
+    assert queue.result(engine, ids[1]) == {"sum": 7}
