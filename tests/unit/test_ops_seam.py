@@ -16,6 +16,7 @@ import venturi_sa.ops
 OPS = Path(venturi_sa.ops.__file__).parent
 WEB = OPS.parent / "web"  # the dashboard reads the same way (its SQL is storage/dashboard.py)
 SQL_BUILDERS = {"text", "select", "update", "delete", "insert", "func", "literal", "tuple_"}
+DIRECT = {"archive", "archive_dashboard"}  # storage modules the operations call without the Backend
 
 
 def _imports(path: Path) -> list[tuple[str, str]]:
@@ -39,6 +40,8 @@ def test_ops_modules_use_the_storage_seam_only() -> None:
                 assert name == "backend_for", (path.name, name)
             elif module == "venturi_sa.storage.faults":
                 pass  # error classification (SQLSTATEs), no SQL
+            elif module == "venturi_sa.storage" and name in DIRECT:
+                pass  # called directly, as the storage modules will be once the Backend has the worker's verbs only
             elif module.startswith("venturi_sa.storage"):
                 assert module != "venturi_sa.storage" and name[:1].isupper(), (path.name, module, name)
             assert not (module == "sqlalchemy" and name in SQL_BUILDERS), (path.name, name)
