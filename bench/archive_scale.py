@@ -20,6 +20,9 @@ BUFFERS)`` kept); a drain of ``--pending`` no-op jobs by one ``Worker``
 twice: ``clean``, and ``xmin`` with a REPEATABLE READ transaction opened in
 another connection (its snapshot taken) before the pending jobs are enqueued
 and held until the drain ends, so no row version they leave can be vacuumed.
+Last, retention: ``queue.cleanup`` of every terminal job (a cutoff past
+tomorrow: the archive's days are dropped whole, the kept rows deleted in
+batches), timed, and the sizes after a plain ``VACUUM``.
 Writes ``archive_scale.jsonl`` and ``archive_scale.md`` under ``--out``.
 """
 
@@ -226,6 +229,17 @@ def one(cluster: ThrowawayCluster, n: int, mode: str, pending: int, samples: int
                 if holder is not None:
                     holder.rollback()
                     holder.close()
+        # Retention: every terminal job goes (the cutoff is past tomorrow, so the archive's days end before it).
+        with engine.connect() as conn:
+            cutoff = conn.execute(sa.text("SELECT now() + interval '3 days'")).scalar_one()
+        t0 = time.monotonic()
+        deleted = queue.cleanup(engine, before=cutoff, batch_size=5000)
+        seconds = time.monotonic() - t0
+        admin(libpq(url), f"VACUUM {PREFIX}_jobs", f"VACUUM {PREFIX}_journal")
+        after = sizes(engine)
+        rows.append({**base_row, "metric": "cleanup", "deleted": deleted, "seconds": seconds,
+                     **{f"{t}_bytes_after_vacuum": h + i for t, (h, i) in after.items()}})
+        log(f"{mode} N={n:,}: cleanup of {deleted:,} jobs in {seconds:.1f} s")
     finally:
         engine.dispose()
         admin(base, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
@@ -255,6 +269,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         for r in rows:
             if r["terminal"] == n and r["metric"] == "size":
                 out.append(f"| {r['mode']} | {r['table']} | {mib(r['heap_bytes'])} | {mib(r['index_bytes'])} |")
+        out += ["", "| mode | cleanup of every terminal job | s | jobs + journal + archive MiB after (plain VACUUM) |",
+                "|---|---|---|---|"]
+        for r in rows:
+            if r["terminal"] == n and r["metric"] == "cleanup":
+                total = sum(v for k, v in r.items() if k.endswith("_bytes_after_vacuum"))
+                out.append(f"| {r['mode']} | {r['deleted']:,} | {r['seconds']:.1f} | {mib(total)} |")
         for r in rows:
             if r["terminal"] == n and r["metric"] == "archive_rate":
                 out.append(f"\narchive rate: {r['value']:,.0f} jobs/s ({r['seconds']:.0f} s for {n:,} jobs)")

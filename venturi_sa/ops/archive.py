@@ -20,7 +20,9 @@ from venturi_sa.models import Models
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive as store
 from venturi_sa.storage.cleanup import CleanupParams
+from venturi_sa.storage.faults import sqlstate
 
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 DEFAULT_ARCHIVE_AFTER = timedelta(minutes=1)
 """How long a terminal job stays in ``<prefix>_jobs`` before workers move it to the archive."""
 
@@ -92,8 +94,10 @@ def cleanup_archive(models: Models, engine: sa.Engine, params: CleanupParams,
             try:
                 with short_transaction(models, engine) as session:
                     total += store.drop_partition(models, session, name)
-            except sa.exc.OperationalError:  # lock_timeout: readers held the archive; next cleanup drops it
-                continue
+            except sa.exc.OperationalError as exc:
+                if sqlstate(exc) != LOCK_NOT_AVAILABLE:
+                    raise
+                continue  # lock_timeout: readers held the archive; the next cleanup drops this day
             if progress is not None:
                 progress(done + total)
     while True:

@@ -75,16 +75,16 @@ def _bound(day: date) -> str:
 
 
 def partitions(models: Models, runner: Runner) -> dict[date, str]:
-    """The attached day partitions of the archive, by day (from ``pg_inherits``)."""
+    """The attached day partitions of the archive, by day (from ``pg_inherits``); other children are ignored."""
     rows = runner.execute(sa.text(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
         "WHERE i.inhparent = to_regclass(:parent)"), {"parent": models.names.archive}).scalars()
     days: dict[date, str] = {}
     for name in rows:
         found = _DAY.search(name)
-        if found is not None and name == models.names.archive_partition(datetime.strptime(
-                found.group(1), "%Y%m%d").date()):
-            days[datetime.strptime(found.group(1), "%Y%m%d").date()] = name
+        day = datetime.strptime(found.group(1), "%Y%m%d").date() if found is not None else None
+        if day is not None and name == models.names.archive_partition(day):
+            days[day] = name
     return days
 
 
@@ -408,9 +408,9 @@ def droppable(models: Models, runner: Runner, cutoff: datetime) -> list[str]:
     A job is archived after it finished, so ``finished_at < moved_at <
     the day's end <= cutoff``.  Oldest first.
     """
-    ends = {day: datetime.combine(day + timedelta(days=1), time(0), timezone.utc)
-            for day in partitions(models, runner)}
-    return [partitions(models, runner)[day] for day in sorted(ends) if ends[day] <= cutoff]
+    days = partitions(models, runner)
+    return [days[day] for day in sorted(days)
+            if datetime.combine(day + timedelta(days=1), time(0), timezone.utc) <= cutoff]
 
 
 def drop_partition(models: Models, runner: Runner, name: str) -> int:
