@@ -85,7 +85,9 @@ class Worker:
     ``DatabaseUnavailable``).  ``on_event(name, data)`` is called for
     ``claimed``, ``finished`` and ``idle`` (from worker threads; keep it quick).
     Expired leases are recovered for every kind of the queue's registry,
-    each against its own ``max_failures``.
+    each against its own ``max_failures``.  :meth:`run` also moves jobs that
+    finished more than the queue's ``archive_after`` ago to the archive,
+    every ``recover_interval`` seconds (:mod:`~venturi_sa.worker.archiver`).
 
     ``engine`` is an ``Engine`` or an ``AsyncEngine``; the worker's claims,
     outcomes, lease renewals and LISTEN go through its driver (an async one
