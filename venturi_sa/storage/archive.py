@@ -52,6 +52,9 @@ DAYS_AHEAD = 1
 LOCK_TIMEOUT = "5s"
 """The longest an attach or a drop waits for its lock on the archive before giving up (retried later)."""
 _DAY = re.compile(r"_([0-9]{8})$")
+PARTITION_INDEXES = (("created", "created_at, id"), ("history", "status, kind, finished_at"),
+                     ("finished", "finished_at"))
+"""Each day's indexes, ``<prefix>_archive_YYYYMMDD_<suffix>`` (its primary key is ``…_pkey``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +122,8 @@ def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD,
         runner.execute(sa.text(
             f"CREATE TABLE {name} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS) "
             "WITH (autovacuum_vacuum_insert_scale_factor = 0.05)"))
+        for suffix, columns in PARTITION_INDEXES:  # named like the parent's; ATTACH adopts them
+            runner.execute(sa.text(f"CREATE INDEX {name}_{suffix} ON {name} ({columns})"))
         runner.execute(sa.text(
             f"ALTER TABLE {parent} ATTACH PARTITION {name} "
             f"FOR VALUES FROM ('{_bound(day)}') TO ('{_bound(day + timedelta(days=1))}')"))
@@ -136,7 +141,7 @@ WITH picked AS MATERIALIZED (
     LIMIT :batch_size
     FOR UPDATE OF j SKIP LOCKED
 ), gone AS (
-    DELETE FROM {jobs} AS j USING picked WHERE j.id = picked.id
+    DELETE FROM {jobs} AS j WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.*
 ), moved AS (
     INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace)
@@ -176,7 +181,9 @@ def move_statement(models: Models) -> sa.TextClause:
 
     Jobs with an owed ``on_dead`` call (``<prefix>_on_dead``) stay until the
     call is made: the cascade would delete the owed row.  Oldest
-    ``finished_at`` first, through ``_jobs_finished``.  Column and table
+    ``finished_at`` first, through ``_jobs_finished``; the delete is
+    primary-key lookups (``id = ANY(ARRAY(…))``: a join with the picked rows
+    lets the planner hash them against a scan of the whole table).  Column and table
     names come from the mapped tables and the validated prefix.
     """
     n = models.names
