@@ -24,7 +24,7 @@ from venturi_sa.ops.archive import archive
 
 logger = logging.getLogger("venturi_sa.worker")
 BATCH = 1000
-MAX_BATCHES = 20  # per pass: a backlog is moved over several passes, never in one long burst
+MAX_BATCHES = 50  # per pass (50,000 jobs): a backlog is moved over several passes, never in one long burst
 
 
 class Archiver(threading.Thread):
