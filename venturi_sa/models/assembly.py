@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, relationship
 
+from venturi_sa.archive_models import ArchivedJobBase, archive_args, archive_columns
 from venturi_sa.models import feature_tables as ft
 from venturi_sa.models.bases import (
     CancelRequestBase,
@@ -40,6 +41,7 @@ class Models:
     JobTimeout: type[JobTimeoutBase]
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
+    ArchivedJob: type[ArchivedJobBase]
 
     @property
     def names(self) -> Names:
@@ -82,10 +84,15 @@ class Models:
         return cast(sa.Table, self.TraceContext.__table__)  # type: ignore[attr-defined]
 
     @property
+    def archive_table(self) -> sa.Table:
+        return cast(sa.Table, self.ArchivedJob.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table)
+                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
+                self.archive_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -181,6 +188,8 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                              ft.traces_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls)
+                    TraceContext=trace_cls,
+                    ArchivedJob=_table_class(prefix, base, ArchivedJobBase, "ArchivedJob", n.archive,
+                                             archive_args(n), archive_columns()))
     registry[prefix] = models
     return models

@@ -276,7 +276,7 @@ def test_bad_cursor(run, db: list[str]) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bad_revision(run, pg_url: str, prefix: str) -> None:  # type: ignore[no-untyped-def]
-    fails(run("migrate", "--dsn", pg_url, "--prefix", prefix, "--revision", "v9"), "cannot migrate")
+    fails(run("migrate", "--dsn", pg_url, "--prefix", prefix, "--revision", "v99"), "cannot migrate")
 
 
 @pytest.mark.parametrize(("app", "words"), [
