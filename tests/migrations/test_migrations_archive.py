@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from migration_catalog import TRACE_TABLES, relation_names, snapshot
+from support.catalog import TRACE_TABLES, relation_names, snapshot
 from test_migrations_autogenerate import Project, operations
 from test_migrations_control import checked_catalog
 

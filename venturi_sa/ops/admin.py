@@ -21,7 +21,8 @@ from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
 from venturi_sa.storage import admin as admin_store
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive as archiving
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
 
@@ -39,7 +40,7 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
         if action is REQUEUE:
-            archived.restore(models, session, job_id)  # an archived dead job comes back, then is requeued
+            archiving.restore(models, session, job_id)  # an archived dead job comes back, then is requeued
         result = admin_store.apply(models, session, params)
         if result.job is None:
             status = archived.archived_status(models, session, job_id)

@@ -19,6 +19,7 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.models import Models
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive as store
+from venturi_sa.storage import archive_retention as retention
 from venturi_sa.storage.cleanup import CleanupParams
 from venturi_sa.storage.faults import sqlstate
 
@@ -71,7 +72,7 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
 def count_archive(models: Models, engine: sa.Engine, params: CleanupParams) -> int:
     """How many archived jobs a cleanup with ``params`` would delete now (its dry run)."""
     with short_transaction(models, engine) as session:
-        return store.count_matching(models, session, params)
+        return retention.count_matching(models, session, params)
 
 
 def cleanup_archive(models: Models, engine: sa.Engine, params: CleanupParams,
@@ -89,11 +90,11 @@ def cleanup_archive(models: Models, engine: sa.Engine, params: CleanupParams,
     total = 0
     if not params.statuses and params.kind is None:
         with short_transaction(models, engine) as session:
-            names = store.droppable(models, session, params.cutoff)
+            names = retention.droppable(models, session, params.cutoff)
         for name in names:
             try:
                 with short_transaction(models, engine) as session:
-                    total += store.drop_partition(models, session, name)
+                    total += retention.drop_partition(models, session, name)
             except sa.exc.OperationalError as exc:
                 if sqlstate(exc) != LOCK_NOT_AVAILABLE:
                     raise
@@ -102,7 +103,7 @@ def cleanup_archive(models: Models, engine: sa.Engine, params: CleanupParams,
                 progress(done + total)
     while True:
         with short_transaction(models, engine) as session:
-            deleted, newest = store.delete_batch(models, session, params)
+            deleted, newest = retention.delete_batch(models, session, params)
         params = replace(params, floor=newest or params.floor)
         total += deleted
         if deleted and progress is not None:

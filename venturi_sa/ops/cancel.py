@@ -24,7 +24,7 @@ from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage.cancels import CancelParams
 from venturi_sa.storage.params import Runner

@@ -21,7 +21,7 @@ from venturi_sa.ops.archive import cleanup_archive
 from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import TERMINAL
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_retention as archived
 from venturi_sa.storage import cleanup as cleanup_store
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 

@@ -20,7 +20,7 @@ from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import edits as edits_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage.edits import EditParams

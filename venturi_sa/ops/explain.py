@@ -26,7 +26,7 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage.explain import ExplainFacts

@@ -25,7 +25,7 @@ from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.history import HistoryParams, JobParams

@@ -16,7 +16,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage import archive as archived
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.stats import StatsParams, StatsRows

@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage import archive
+from venturi_sa.storage import archive_reads as archive
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
     FAILED_OUTCOMES,

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from archive_kit import places
-from async_kit import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from marshmallow import Schema, fields
-from queue_kit import WAIT, Events, enqueue, running, wait_until
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
+from support.archives import places
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
+from support.waiting import WAIT, Events, wait_until
+from support.workers import enqueue, running
 
 from venturi_sa import JobContext, Queue, Task, Worker
 from venturi_sa.storage import archive

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from queue_kit import drain, enqueue
+from support.queues import drain
+from support.workers import enqueue
 
 from venturi_sa import Die, JobContext, Queue, Task
 

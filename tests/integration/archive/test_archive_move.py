@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from archive_kit import archived_row, backdate, partition_names, places
 from marshmallow import Schema, fields
-from queue_kit import drain, enqueue
+from support.archives import archived_row, backdate, partition_names, places
+from support.queues import drain
+from support.workers import enqueue
 
 from venturi_sa import Die, InvalidTransition, JobContext, JobNotCompleted, Queue, Task
 

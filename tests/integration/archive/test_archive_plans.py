@@ -6,11 +6,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
-from archive_kit import attach_days
-from ops_support import nodes, plan_of
-from test_archive_retention import noon, put
+from support.archives import attach_days, noon, put
+from support.ops import nodes, plan_of
 
-from venturi_sa.storage import archive
+from venturi_sa.storage import archive, archive_reads
 from venturi_sa.storage.history import HistoryParams
 
 PER_DAY = 3000
@@ -40,14 +39,14 @@ def test_archive_reads_use_each_days_indexes(engine: sa.Engine, models: Any) -> 
     with engine.begin() as conn:
         conn.execute(sa.text(f"ANALYZE {a.name}"))
 
-    used, scanned = reads(plan_of(engine, archive.job_view_statement(models, "probe")))
+    used, scanned = reads(plan_of(engine, archive_reads.job_view_statement(models, "probe")))
     assert used >= {f"{day}_pkey" for day in days} and not scanned & set(days)
-    used, scanned = reads(plan_of(engine, archive.history_statement_both(models, HistoryParams(limit=50))))
+    used, scanned = reads(plan_of(engine, archive_reads.history_statement_both(models, HistoryParams(limit=50))))
     assert {f"{day}_created" for day in days} & used and not scanned & set(days)
-    used, scanned = reads(plan_of(engine, archive.history_statement_both(
+    used, scanned = reads(plan_of(engine, archive_reads.history_statement_both(
         models, HistoryParams(statuses=("dead",), kind="k1", limit=50))))
     assert not scanned & set(days)
-    used, scanned = reads(plan_of(engine, sa.text(archive._COUNTS.format(archive=a.name))))
+    used, scanned = reads(plan_of(engine, sa.text(archive_reads._COUNTS.format(archive=a.name))))
     assert {f"{day}_history" for day in days} & used and not scanned & set(days)
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from archive_kit import attach_days, partition_names, relation_exists
-from queue_kit import drain, enqueue
+from support.archives import attach_days, noon, partition_names, put, relation_exists
+from support.queues import drain
+from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Task
 from venturi_sa.storage import archive
@@ -21,24 +22,6 @@ class Noop(Task):
 
     def run(self, ctx: JobContext) -> None:
         return None
-
-
-def noon(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc)
-
-
-def put(engine: sa.Engine, models: Any, job_id: str, moved: datetime, finished: datetime,
-        status: str = "completed", kind: str = "noop") -> None:
-    """An archived job as the archiver writes it, moved and finished when the test says."""
-    job = {"id": job_id, "kind": kind, "payload": {}, "priority": 1, "status": status,
-           "created_at": (finished - timedelta(minutes=1)).isoformat(),
-           "visible_at": (finished - timedelta(minutes=1)).isoformat(), "claim_expires_at": None,
-           "claimed_by": None, "finished_at": finished.isoformat(), "run_count": 1, "failure_count": 0,
-           "carry": None, "dedup_key": None}
-    with engine.begin() as conn:
-        conn.execute(sa.insert(models.archive_table).values(
-            id=job_id, kind=kind, status=status, created_at=finished - timedelta(minutes=1), finished_at=finished,
-            moved_at=moved, job=job, journal=[]))
 
 
 def test_cleanup_drops_whole_old_days_and_deletes_rows_only_where_the_cutoff_falls(

@@ -1,8 +1,8 @@
-"""Helpers of the archive tests: where each job is, and old archive days made on purpose."""
+"""Helpers of the archive tests: where each job is, old archive days made on purpose, archived rows written directly."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,3 +54,21 @@ def archived_row(engine: sa.Engine, models: Models, job_id: str) -> Any:
     a = models.archive_table
     with engine.connect() as conn:
         return conn.execute(sa.select(a).where(a.c.id == job_id)).one()
+
+
+def noon(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc)
+
+
+def put(engine: sa.Engine, models: Any, job_id: str, moved: datetime, finished: datetime,
+        status: str = "completed", kind: str = "noop") -> None:
+    """An archived job as the archiver writes it, moved and finished when the test says."""
+    job = {"id": job_id, "kind": kind, "payload": {}, "priority": 1, "status": status,
+           "created_at": (finished - timedelta(minutes=1)).isoformat(),
+           "visible_at": (finished - timedelta(minutes=1)).isoformat(), "claim_expires_at": None,
+           "claimed_by": None, "finished_at": finished.isoformat(), "run_count": 1, "failure_count": 0,
+           "carry": None, "dedup_key": None}
+    with engine.begin() as conn:
+        conn.execute(sa.insert(models.archive_table).values(
+            id=job_id, kind=kind, status=status, created_at=finished - timedelta(minutes=1), finished_at=finished,
+            moved_at=moved, job=job, journal=[]))
