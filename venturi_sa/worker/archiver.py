@@ -8,6 +8,11 @@ jobs that finished more than ``archive_after`` ago (see
 so a worker killed mid-pass leaves every job whole in one place).  Several
 workers archiving the same queue share the work: the move skips rows another
 transaction holds, and attaching is serialized by an advisory lock.
+
+Not a :class:`~venturi_sa.storage.backend.Backend` verb: archiving is
+PostgreSQL-only maintenance beside the worker's path (claims, outcomes and
+renewals never read the archive), so it runs the operator's pass, whose
+short transactions call :mod:`venturi_sa.storage.archive` directly.
 """
 
 from __future__ import annotations
