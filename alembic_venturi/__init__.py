@@ -16,7 +16,7 @@ Workers and the CLI call :func:`check_current` before touching a queue.
 
 from __future__ import annotations
 
-from alembic_venturi.filters import VenturiFilter, exclude_venturi
+from alembic_venturi.filters import VenturiFilter, archive_partitions, exclude_venturi
 from alembic_venturi.runner import (
     APP_MANAGED,
     HEAD,
@@ -39,6 +39,7 @@ __all__ = [
     "Bind",
     "OpenTransaction",
     "VenturiFilter",
+    "archive_partitions",
     "check_current",
     "current",
     "downgrade",

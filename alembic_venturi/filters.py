@@ -16,14 +16,15 @@ manage the queue tables and the project's Alembic manages everything else::
 Autogenerate then neither creates, alters nor drops ``shop_jobs``,
 ``shop_journal``, the periodic-job tables ``shop_schedules`` and
 ``shop_fires``, the runtime-control tables ``shop_pauses``, ``shop_cancels``,
-``shop_timeouts``, the owed-hook table ``shop_on_dead`` and the trace-context table
-``shop_traces``, their columns, indexes and constraints, or the
+``shop_timeouts``, the owed-hook table ``shop_on_dead``, the trace-context table
+``shop_traces`` and the archive ``shop_archive`` with its day partitions, their columns, indexes and constraints, or the
 ``shop_alembic_version`` table, whether they are in the database, in the
 project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,12 +35,21 @@ from venturi_sa.prefix import Names
 if TYPE_CHECKING:
     from alembic.runtime.environment import NameFilterParentNames, NameFilterType
 
+_PARTITION = re.compile(r".+_[0-9]{8}")
+
 
 @dataclass(frozen=True)
 class VenturiFilter:
     """Alembic ``include_name`` / ``include_object`` hooks hiding some queues' tables."""
 
     tables: frozenset[str]
+    archives: frozenset[str] = frozenset()
+    """Archive tables (``<prefix>_archive``) whose day partitions (``<prefix>_archive_YYYYMMDD``) are hidden."""
+
+    def _hidden(self, table: str | None) -> bool:
+        if table in self.tables:
+            return True
+        return table is not None and _PARTITION.fullmatch(table) is not None and table[:-9] in self.archives
 
     def include_name(
         self, name: str | None, type_: NameFilterType, parent_names: NameFilterParentNames
@@ -48,8 +58,8 @@ class VenturiFilter:
         if type_ == "schema":
             return True
         if type_ == "table":
-            return name not in self.tables
-        return parent_names.get("table_name") not in self.tables
+            return not self._hidden(name)
+        return not self._hidden(parent_names.get("table_name"))
 
     def include_object(
         self,
@@ -61,9 +71,9 @@ class VenturiFilter:
     ) -> bool:
         """False for a venturi table and its columns, indexes and constraints."""
         if type_ == "table":
-            return name not in self.tables
+            return not self._hidden(name)
         table = getattr(obj, "table", None)
-        return getattr(table, "name", None) not in self.tables
+        return not self._hidden(getattr(table, "name", None))
 
 
 def exclude_venturi(*prefixes: str) -> VenturiFilter:
@@ -72,7 +82,7 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
     ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts``,
-    ``<prefix>_on_dead`` and ``<prefix>_traces`` tables
+    ``<prefix>_on_dead``, ``<prefix>_traces`` and ``<prefix>_archive`` tables (and the archive's partitions)
     with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
@@ -82,5 +92,19 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     for prefix in prefixes:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
-                       names.timeouts, names.on_dead, names.traces, names.version_table))
-    return VenturiFilter(frozenset(tables))
+                       names.timeouts, names.on_dead, names.traces, names.archive, names.version_table))
+    return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
+
+
+def archive_partitions(*prefixes: str) -> VenturiFilter:
+    """Hooks that hide only the archive's day partitions of the queues named by ``prefixes``.
+
+    For a project whose own Alembic manages the queue tables through
+    ``make_models``: the mapped ``<prefix>_archive`` is the partitioned
+    parent, while its partitions (``<prefix>_archive_YYYYMMDD``, attached and
+    dropped by venturi at run time) are in no ``MetaData``; without these
+    hooks autogenerate would write a ``drop_table`` for each of them.
+    """
+    if not prefixes:
+        raise ValueError("archive_partitions() needs at least one queue prefix, e.g. archive_partitions('shop')")
+    return VenturiFilter(frozenset(), frozenset(Names(p).archive for p in prefixes))

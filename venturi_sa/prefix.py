@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 
 from venturi_sa.errors import BadPrefix
 
@@ -97,6 +98,15 @@ class Names:
     def traces(self) -> str:
         """The enqueue's trace context of each job that has one (migration v8)."""
         return f"{self.prefix}_traces"
+
+    @property
+    def archive(self) -> str:
+        """Terminal jobs moved out of the jobs table, partitioned by day (migration v9)."""
+        return f"{self.prefix}_archive"
+
+    def archive_partition(self, day: date) -> str:
+        """The archive's partition of one UTC day, e.g. ``shop_archive_20261202``."""
+        return f"{self.prefix}_archive_{day:%Y%m%d}"
 
     @property
     def version_table(self) -> str:

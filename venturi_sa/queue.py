@@ -23,6 +23,7 @@ from venturi_sa import enqueue as enqueueing
 from venturi_sa import payloads, session_adds
 from venturi_sa.binds import require_async_session, require_session
 from venturi_sa.models import JobBase, Models
+from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
 from venturi_sa.ops.face import Operations
 from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
@@ -68,13 +69,20 @@ class Queue(Operations):
     schema) before anything is written.  ``max_payload_bytes`` (default 1 MiB)
     bounds the JSON of each payload, carry, checkpoint, attachment and
     result (``InvalidPayload`` naming the size; docs/tasks.md lists every bound).
+    ``archive_after`` (default one minute) is how long a ``completed`` or
+    ``dead`` job stays in ``<prefix>_jobs`` before the queue's workers move
+    it, with its journal, to the archive (``<prefix>_archive``, migration
+    v9; reads cover both); None keeps terminal jobs in ``<prefix>_jobs``
+    until cleanup, as before v9.
     """
 
     def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
                  check_added_jobs: bool = False,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
-                 session_class: type[Session] | None = None) -> None:
-        super().__init__(models, Registry(tuple(tasks)), notify=notify, max_payload_bytes=max_payload_bytes)
+                 session_class: type[Session] | None = None,
+                 archive_after: timedelta | None = DEFAULT_ARCHIVE_AFTER) -> None:
+        super().__init__(models, Registry(tuple(tasks)), notify=notify, max_payload_bytes=max_payload_bytes,
+                         archive_after=archive_after)
         self.session_class: type[Session] = session_class or _session_class_of(models)
         """The class of a handler's ``ctx.session`` in every runner (workers, ``drain``, the plugin).
 

@@ -95,6 +95,7 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.timeouts_table.create(engine)  # v6's
     models.on_dead_table.create(engine)  # v7's
     models.traces_table.create(engine)  # v8's
+    models.archive_table.create(engine)  # v9's
     alembic_venturi.check_current(engine, prefix)
 
 

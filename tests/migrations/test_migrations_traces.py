@@ -29,20 +29,20 @@ def test_down_to_v7_drops_only_the_traces_table(engine: sa.Engine, prefix: str) 
     tables = ("jobs", "journal", *ON_DEAD_TABLES)
     alembic_venturi.upgrade(engine, prefix, "v7")
     before = snapshot(engine, prefix, tables)
-    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.upgrade(engine, prefix, "v8")
     assert alembic_venturi.current(engine, prefix) == "v8"
     assert f"{prefix}_traces" in relation_names(engine, prefix)
     alembic_venturi.downgrade(engine, prefix, "v7")
     assert alembic_venturi.current(engine, prefix) == "v7"
     assert f"{prefix}_traces" not in relation_names(engine, prefix)
     assert snapshot(engine, prefix, tables) == before
-    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.upgrade(engine, prefix, "v8")
     assert alembic_venturi.current(engine, prefix) == "v8"
 
 
 def test_a_trace_context_goes_with_its_job(engine: sa.Engine, prefix: str) -> None:
     """``ON DELETE CASCADE``: cleaning up a job removes its trace context."""
-    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.upgrade(engine, prefix, "v8")
     models = make_models(prefix)
     carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
     with engine.begin() as conn:

@@ -1,4 +1,4 @@
-"""``venturi stats`` and ``venturi cleanup``: the queue at a glance, and retention."""
+"""``venturi stats``, ``venturi cleanup`` and ``venturi archive``: the queue at a glance, retention, archiving."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.cli.schedules import render_schedules
+from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
 from venturi_sa.ops.records import Stats
 from venturi_sa.states import TERMINAL
 
@@ -107,3 +108,26 @@ def cleanup(dsn: str | None, prefix: str, as_json: bool, older_than: timedelta, 
         click.echo(f"dry run: {count} jobs finished more than {format_duration(older_than)} ago would be deleted")
     else:
         click.echo(f"deleted {count} jobs finished more than {format_duration(older_than)} ago")
+
+
+@cli.command()
+@queue_options
+@click.option("--older-than", type=Duration(), default=format_duration(DEFAULT_ARCHIVE_AFTER), show_default=True,
+              metavar="DURATION", help="Move jobs finished longer ago than this: 7d, 12h, 30m, 90s, 1h30m, 0s.")
+@click.option("--batch-size", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+              help="Jobs moved per transaction.")
+def archive(dsn: str | None, prefix: str, as_json: bool, older_than: timedelta, batch_size: int) -> None:
+    """Move finished (completed/dead) jobs, with their journals, to the archive now.
+
+    Workers do this on their own every few seconds (``Queue(archive_after=)``);
+    this is the same move, for a queue whose workers do not archive or to
+    catch up at once.  Moves in batches, each its own short transaction, so
+    it can run on a live queue; interrupting it keeps what was already moved.
+    """
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        moved = queue.archive(engine, older_than=older_than, batch_size=batch_size)
+    if as_json:
+        emit_json({"archived": moved, "older_than_seconds": older_than.total_seconds()})
+    else:
+        click.echo(f"archived {moved} jobs finished more than {format_duration(older_than)} ago")

@@ -11,7 +11,7 @@ Install with ``pip install 'venturi[flask]'``.  The extension
   ``flask venturi <command>`` for every ``venturi`` command that acts on a
   queue's database (``stats``, ``jobs ...`` including ``jobs why``,
   ``schedules``, ``pause``/``resume``/``pauses``, ``web``, ``cleanup``,
-  ``migrate``), which take the engine and the queue prefix from the app as
+  ``archive``, ``migrate``), which take the engine and the queue prefix from the app as
   ``venturi <command> --app`` does; ``venturi worker myapp:app`` (or
   ``myapp:create_app``) works too;
 * serves the dashboard under a path of the app behind your own login

@@ -2,7 +2,9 @@
 
 ``<prefix>_schedules`` and ``<prefix>_fires`` (migration v4) hold periodic
 jobs; ``<prefix>_pauses`` and ``<prefix>_cancels`` (migration v5) hold
-runtime control state: paused kinds and cancel requests for running jobs.
+runtime control state: paused kinds and cancel requests for running jobs;
+``<prefix>_archive`` (migration v9) holds terminal jobs moved out of
+``<prefix>_jobs``, partitioned by day.
 
 The tables describe the seed DDL exactly on PostgreSQL.  The JSON columns
 are ``JSON`` with a ``JSONB`` variant for PostgreSQL (and the journal id an
@@ -15,16 +17,17 @@ autogenerate against a database migrated by ``alembic_venturi`` therefore
 reports no differences.
 
 The package: ``assembly`` (``make_models`` and ``Models``), ``bases`` (each
-mapped class's typing aid), ``job_tables`` and ``feature_tables`` (every
-table's constraints, indexes and columns), ``column_types`` (JSON columns
-that also work on SQLite), ``job_ids`` (ULIDs).  Import from
-``venturi_sa.models`` itself.
+mapped class's typing aid), ``job_tables``, ``feature_tables`` and
+``archive_table`` (every table's constraints, indexes and columns),
+``column_types`` (JSON columns that also work on SQLite), ``job_ids``
+(ULIDs).  Import from ``venturi_sa.models`` itself.
 """
 
 from __future__ import annotations
 
 from venturi_sa.models.assembly import Models, make_models
 from venturi_sa.models.bases import (
+    ArchivedJobBase,
     CancelRequestBase,
     FireRowBase,
     JobBase,
@@ -41,6 +44,7 @@ from venturi_sa.models.job_tables import NORMAL_PRIORITY
 
 __all__ = [
     "NORMAL_PRIORITY",
+    "ArchivedJobBase",
     "CancelRequestBase",
     "FireRowBase",
     "JobBase",

@@ -9,7 +9,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, relationship
 
 from venturi_sa.models import feature_tables as ft
+from venturi_sa.models.archive_table import archive_args, archive_columns
 from venturi_sa.models.bases import (
+    ArchivedJobBase,
     CancelRequestBase,
     FireRowBase,
     JobBase,
@@ -40,6 +42,7 @@ class Models:
     JobTimeout: type[JobTimeoutBase]
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
+    ArchivedJob: type[ArchivedJobBase]
 
     @property
     def names(self) -> Names:
@@ -82,10 +85,15 @@ class Models:
         return cast(sa.Table, self.TraceContext.__table__)  # type: ignore[attr-defined]
 
     @property
+    def archive_table(self) -> sa.Table:
+        return cast(sa.Table, self.ArchivedJob.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
-        """Every table of the queue: the two seed tables, the periodic ones, then the runtime-control ones."""
+        """Every table of the queue: the two seed tables, the periodic ones, the runtime-control ones, the archive."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
-                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table)
+                self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
+                self.archive_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -179,8 +187,10 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                                ft.on_dead_columns())
     trace_cls = _table_class(prefix, base, TraceContextBase, "TraceContext", n.traces, ft.traces_args(n),
                              ft.traces_columns())
+    archive_cls = _table_class(prefix, base, ArchivedJobBase, "ArchivedJob", n.archive, archive_args(n),
+                               archive_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls)
+                    TraceContext=trace_cls, ArchivedJob=archive_cls)
     registry[prefix] = models
     return models

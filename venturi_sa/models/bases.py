@@ -193,3 +193,26 @@ class TraceContextBase:
     def __repr__(self) -> str:
         return f"<TraceContext {self.job_id} {self.carrier.get('traceparent')}>"
 
+
+
+class ArchivedJobBase:
+    """Columns of every prefix's ``ArchivedJob`` class: a terminal job moved to the archive (typing aid)."""
+
+    __venturi_prefix__: str
+    id: Mapped[str]
+    kind: Mapped[str]
+    status: Mapped[str]
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    moved_at: Mapped[datetime]
+    job: Mapped[dict[str, Any]]
+    journal: Mapped[list[dict[str, Any]]]
+    timeout: Mapped[timedelta | None]
+    trace: Mapped[dict[str, str] | None]
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **columns: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<ArchivedJob {self.id} {self.kind} {self.status} archived {self.moved_at}>"

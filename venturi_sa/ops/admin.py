@@ -21,6 +21,8 @@ from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
 from venturi_sa.storage import admin as admin_store
+from venturi_sa.storage import archive as archiving
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
 
@@ -37,9 +39,15 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
+        if action is REQUEUE:
+            archiving.restore(models, session, job_id)  # an archived dead job comes back, then is requeued
         result = admin_store.apply(models, session, params)
         if result.job is None:
-            raise job_not_found(models, job_id)
+            status = archived.archived_status(models, session, job_id)
+            if status is None:
+                raise job_not_found(models, job_id)
+            raise InvalidTransition(f"cannot {action.name} job {job_id}: it is {status} (archived), and "
+                                    f"{action.name} applies only to {action.from_status.value} jobs")
         if not result.applied:
             status = result.job.status
             raise InvalidTransition(

@@ -17,9 +17,11 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.models import Models
+from venturi_sa.ops.archive import cleanup_archive
 from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import TERMINAL
+from venturi_sa.storage import archive_retention as archived
 from venturi_sa.storage import cleanup as cleanup_store
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 
@@ -38,7 +40,9 @@ def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None
     are skipped (a later cleanup catches them).  ``progress(total_so_far)``
     is called after each batch that deleted rows.  ``dry_run`` only counts
     (in one read-only transaction).  Bad arguments raise ``InvalidOption``
-    before any SQL runs.
+    before any SQL runs.  Archived jobs go too: whole day partitions of the
+    archive when no status or kind is given, then rows (see
+    :func:`venturi_sa.ops.archive.cleanup_archive`).
     """
     chosen = statuses(status, TERMINAL, "cleanup (only terminal statuses may be deleted)")
     if (before is None) == (older_than is None):
@@ -54,8 +58,10 @@ def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None
     params = CleanupParams(cutoff=cutoff, statuses=chosen, kind=kind, batch_size=batch_size)
     if dry_run:
         with short_transaction(models, engine) as session:
-            return cleanup_store.count_matching(models, session, params)
-    return _delete_in_batches(models, engine, params, progress)
+            return cleanup_store.count_matching(models, session, params) + archived.count_matching(models, session,
+                                                                                                   params)
+    deleted = _delete_in_batches(models, engine, params, progress)
+    return deleted + cleanup_archive(models, engine, params, progress, done=deleted)
 
 
 def _delete_in_batches(models: Models, engine: sa.Engine, params: CleanupParams,

@@ -14,6 +14,7 @@ claim takes first) and ``eligible``;
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage.explain import ExplainFacts
@@ -84,6 +86,11 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
+        if view is None:  # terminal and moved to the archive: it is not running because it ended
+            view = archived.fetch_job_view(models, session, job_id)
+            if view is not None:
+                return Explanation(job_id=view.id, kind=view.kind, status=view.status, timeout=view.timeout,
+                                   reasons=_archived(view, archived.fetch_journal(models, session, job_id)))
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
@@ -102,6 +109,14 @@ def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:
     if job.status == Status.COMPLETED.value:
         return [Reason("completed", f"completed at {job.finished_at.isoformat()}")]
     return _pending(facts, window)
+
+
+def _archived(view: Any, journal: Sequence[Any]) -> list[Reason]:
+    """The reason of a job in the archive: it ended (its last journal note, if dead)."""
+    if view.status == Status.DEAD.value:
+        note = journal[-1].note if journal else None
+        return [Reason("dead", f"dead since {view.finished_at.isoformat()} (archived): {note or 'no journal note'}")]
+    return [Reason("completed", f"completed at {view.finished_at.isoformat()} (archived)")]
 
 
 def _claimed(facts: ExplainFacts) -> list[Reason]:

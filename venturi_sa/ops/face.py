@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
+from venturi_sa.ops import archive as archiving
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.explain import Explanation, explain
@@ -46,10 +47,14 @@ class Operations:
     registering a queue: what the dashboard does.  ``registry`` holds the
     task types whose ``on_dead`` a kill or cancel calls in its own
     transaction and whose schemas an edited payload must pass.
+    ``archive_after`` is the queue's archiving delay (see :class:`~venturi_sa.Queue`).
     """
 
     def __init__(self, models: Models, registry: Registry | None = None, *, notify: bool = True,
-                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+                 max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
+                 archive_after: timedelta | None = archiving.DEFAULT_ARCHIVE_AFTER) -> None:
+        self.archive_after = archiving.check_archive_after(archive_after)
+        """How long a terminal job stays in ``<prefix>_jobs`` before workers move it to the archive (None: never)."""
         self.models = models
         self.registry = registry if registry is not None else Registry(())
         self.notify = notify
@@ -122,6 +127,16 @@ class Operations:
         """Delete terminal jobs finished before the cutoff in short batches (each committed); returns the count."""
         return cleanup.cleanup(self.models, engine, before=before, older_than=older_than, status=status,
                                kind=kind, batch_size=batch_size, dry_run=dry_run, progress=progress)
+
+    @operation
+    def archive(self, engine: Engine, *, older_than: timedelta | None = None, batch_size: int = 1000) -> int:
+        """Move terminal jobs finished more than ``older_than`` ago (default: ``archive_after``, else 0) to the archive.
+
+        Batches of ``batch_size``, each its own transaction; returns how many
+        jobs moved (see :func:`venturi_sa.ops.archive.archive`).
+        """
+        after = older_than if older_than is not None else self.archive_after or timedelta(0)
+        return archiving.archive(self.models, engine, older_than=after, batch_size=batch_size)
 
     # -- acting on one job ------------------------------------------------------------------------
 
@@ -236,6 +251,7 @@ class Operations:
     stats_async = async_twin(stats)
     explain_async = async_twin(explain)
     cleanup_async = async_twin(cleanup)
+    archive_async = async_twin(archive)
     requeue_async = async_twin(requeue)
     kill_async = async_twin(kill)
     release_async = async_twin(release)

@@ -16,6 +16,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
+from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
@@ -25,6 +26,7 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
     """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = stats_store.read_stats(models, session, StatsParams())
+        raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
     return dataclasses.replace(shape_stats(raw), schedules=schedules)
 

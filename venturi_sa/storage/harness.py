@@ -71,9 +71,10 @@ def reveal_scheduled(models: Models, runner: Runner, kinds: Sequence[str]) -> in
 
 
 def purge(models: Models, runner: Runner) -> int:
-    """Delete every job of the queue (its journal goes by cascade, merged rows included); the count."""
+    """Delete every job of the queue, live and archived (the journal goes by cascade); the count."""
     runner.execute(sa.delete(models.journal_table))
-    return int(runner.execute(sa.delete(models.jobs_table)).rowcount)  # type: ignore[attr-defined]
+    archived = int(runner.execute(sa.delete(models.archive_table)).rowcount)  # type: ignore[attr-defined]
+    return archived + int(runner.execute(sa.delete(models.jobs_table)).rowcount)  # type: ignore[attr-defined]
 
 
 __all__ = ["pending_jobs", "purge", "reveal_scheduled", "unclaim"]

@@ -129,6 +129,7 @@ class Threads:
     listener: WorkerListener | None = None
     firer: threading.Thread | None = None  # venturi_sa.periodic.Firer: reconciles, then fires schedules
     owed: threading.Thread | None = None  # venturi_sa.worker.owed.OwedCaller: makes owed on_dead calls
+    archiver: threading.Thread | None = None  # venturi_sa.worker.archiver.Archiver: moves terminal jobs
 
     def start(self) -> None:
         self.executors.start()
@@ -140,6 +141,8 @@ class Threads:
             self.firer.start()
         if self.owed is not None:
             self.owed.start()
+        if self.archiver is not None:
+            self.archiver.start()
 
 
 def shutdown(threads: Threads, inflight: InFlight, *, worker_id: str, grace: float,
@@ -170,7 +173,7 @@ def shutdown(threads: Threads, inflight: InFlight, *, worker_id: str, grace: flo
         logger.error("%d outcomes were still being written at the end of the stop", len(inflight))
     halt.set()
     wake.set()
-    for thread in (threads.keeper, threads.listener, threads.firer, threads.owed):
+    for thread in (threads.keeper, threads.listener, threads.firer, threads.owed, threads.archiver):
         if thread is not None and thread.is_alive():
             thread.join(timeout=JOIN_TIMEOUT)
 

@@ -36,6 +36,7 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
 from venturi_sa.worker import lifecycle
+from venturi_sa.worker.archiver import Archiver
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.connections import HeldConnections, WorkerEngines
@@ -84,7 +85,9 @@ class Worker:
     ``DatabaseUnavailable``).  ``on_event(name, data)`` is called for
     ``claimed``, ``finished`` and ``idle`` (from worker threads; keep it quick).
     Expired leases are recovered for every kind of the queue's registry,
-    each against its own ``max_failures``.
+    each against its own ``max_failures``.  :meth:`run` also moves jobs that
+    finished more than the queue's ``archive_after`` ago to the archive,
+    every ``recover_interval`` seconds (:mod:`~venturi_sa.worker.archiver`).
 
     ``engine`` is an ``Engine`` or an ``AsyncEngine``; the worker's claims,
     outcomes, lease renewals and LISTEN go through its driver (an async one
@@ -304,6 +307,13 @@ class Worker:
         return OwedCaller(self.models, self.queue.registry, kinds, sessions, every=self.recover_interval,
                           stopping=self._halt)
 
+    def _archiver(self) -> Archiver | None:
+        """The thread moving terminal jobs to the archive (on the sync engine), unless ``archive_after`` is None."""
+        if self.queue.archive_after is None:
+            return None
+        return Archiver(self.models, self.engines.get_sync, self.queue.archive_after, every=self.recover_interval,
+                        stopping=self._halt)
+
     # -- start and stop ------------------------------------------------------------------------
     def _start(self, listen: bool, fire: bool = True) -> bool:
         for event in (self._stopping, self._abort, self._halt):
@@ -323,7 +333,8 @@ class Worker:
                                       listen, nudge=keeper.nudge)  # a cancel NOTIFY makes the keeper renew now
         self._threads = lifecycle.Threads(executors=executors, keeper=keeper, completer=self.completer,
                                           listener=listener,
-                                          firer=self._firer() if fire else None, owed=self._owed_caller())
+                                          firer=self._firer() if fire else None, owed=self._owed_caller(),
+                                          archiver=self._archiver() if fire else None)
         self._threads.start()
         logger.info("worker %s started: kinds=%s concurrency=%d listen=%s", self.worker_id,
                     ",".join(self.kinds), self.concurrency, listen)

@@ -276,7 +276,7 @@ def test_bad_cursor(run, db: list[str]) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bad_revision(run, pg_url: str, prefix: str) -> None:  # type: ignore[no-untyped-def]
-    fails(run("migrate", "--dsn", pg_url, "--prefix", prefix, "--revision", "v9"), "cannot migrate")
+    fails(run("migrate", "--dsn", pg_url, "--prefix", prefix, "--revision", "v99"), "cannot migrate")
 
 
 @pytest.mark.parametrize(("app", "words"), [
@@ -307,7 +307,7 @@ def venturi(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> sub
 def test_help_lists_every_command() -> None:
     result = venturi("--help")
     assert result.returncode == 0
-    for command in ("worker", "migrate", "sql", "stats", "jobs", "cleanup", "quickstart"):
+    for command in ("worker", "migrate", "sql", "stats", "jobs", "cleanup", "archive", "quickstart"):
         assert f"  {command} " in result.stdout
     jobs = venturi("jobs", "--help").stdout
     for command in ("list", "show", "retry", "kill", "release"):

@@ -40,7 +40,8 @@ def ok(result: Any) -> str:
 
 def test_every_queue_command_is_there_and_the_others_are_not(app: Any) -> None:
     out = ok(flask_venturi(app, "--help"))
-    for name in ("worker", "stats", "jobs", "cleanup", "schedules", "pause", "resume", "pauses", "web", "migrate"):
+    for name in ("worker", "stats", "jobs", "cleanup", "archive", "schedules", "pause", "resume", "pauses", "web",
+                 "migrate"):
         assert f"\n  {name} " in out, name
     assert "quickstart" not in out and "\n  sql " not in out
 

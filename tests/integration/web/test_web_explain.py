@@ -117,8 +117,10 @@ def test_workers_the_change_token_and_last_errors_use_their_indexes(
     _uses(engine, sql.last_errors_statement(models, page), models, "journal_job", sort_ok=True)
 
 
-PAGES = {"/": 9, "/?window=day": 9, "/fragment/overview": 9, "/jobs": 2, "/jobs?status=dead&kind=kind_0": 3,
-         "/jobs?q=nothing-matches-this": 2, "/workers": 2, "/fragment/jobs": 2, "/schedules": 2}
+# The overview reads the archive's dead counts, finished jobs and journal window too (+3); a jobs page the
+# archive's page (+1) and, for a filtered page, where the archive's walk ended (+1).
+PAGES = {"/": 12, "/?window=day": 12, "/fragment/overview": 12, "/jobs": 3, "/jobs?status=dead&kind=kind_0": 5,
+         "/jobs?q=nothing-matches-this": 4, "/workers": 2, "/fragment/jobs": 3, "/schedules": 2}
 
 
 def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tuple[Models, datetime]) -> None:

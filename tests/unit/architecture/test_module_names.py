@@ -22,6 +22,7 @@ ROOT = Path(venturi_sa.__file__).resolve().parent
 SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
     "admin.py": (frozenset({"ops", "storage"}), "operator actions on one job: the API and its SQL"),
     "app.py": (frozenset({"web", "worker"}), "each side's application object: the dashboard ASGI app, WorkerApp"),
+    "archive.py": (frozenset({"ops", "storage"}), "the archive: queue.archive and its retention, and their SQL"),
     "cancel.py": (frozenset({"ops", "worker"}), "cancel: the operator's action, and the delivery to a running handler"),
     "checkpoint.py": (frozenset({"worker", "storage"}), "ctx.checkpoint in a running handler, and its fenced write"),
     "cleanup.py": (frozenset({"ops", "storage"}), "retention cleanup: the API and its SQL"),
@@ -40,7 +41,7 @@ SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
 # (package, module basename) -> why a module is named like a package
 PACKAGE_NAMED_MODULES: dict[tuple[str, str], str] = {
     ("worker", "worker.py"): "the worker package's facade, the Worker class that wires its parts",
-    ("cli", "ops.py"): "the `venturi stats` and `venturi cleanup` commands over venturi_sa.ops",
+    ("cli", "ops.py"): "the `venturi stats`, `venturi cleanup` and `venturi archive` commands over the ops face",
 }
 
 CATCH_ALLS = {"utils", "util", "helpers", "helper", "common", "misc"}

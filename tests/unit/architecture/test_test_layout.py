@@ -18,8 +18,8 @@ from support.paths import TESTS
 
 TIERS = {"unit", "integration", "acceptance", "migrations"}
 # A new component is added here on purpose (docs and CONTRIBUTING's Tests table name them).
-KNOWN = {"architecture", "bench", "cli", "conformance", "contrib", "control", "docs", "enqueue", "ops", "periodic",
-         "reliability", "storage", "testing", "web", "worker"}
+KNOWN = {"architecture", "archive", "bench", "cli", "conformance", "contrib", "control", "docs", "enqueue", "ops",
+         "periodic", "reliability", "storage", "testing", "web", "worker"}
 PHASES = re.compile(r"hardening|adoption|wave|round|phase|sprint|milestone", re.IGNORECASE)
 
 
