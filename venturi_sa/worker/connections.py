@@ -115,23 +115,48 @@ class HeldConnections:
         self._closing = False
 
     def begin(self, fn: Callable[[sa.Connection], T]) -> T:
-        conn = self._take()
-        try:
+        def once(conn: sa.Connection) -> T:
             with conn.begin():
-                result = fn(conn)
-        except BaseException:
-            self._give_back(drop=True)
-            raise
-        self._give_back(drop=False)
-        return result
+                return fn(conn)
+
+        return self._run(once)
 
     def connect(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn(conn)``; whatever it began is rolled back afterwards."""
-        conn = self._take()
-        try:
+        def once(conn: sa.Connection) -> T:
             result = fn(conn)
             if conn.in_transaction():
                 conn.rollback()
+            return result
+
+        return self._run(once)
+
+    def _run(self, once: Callable[[sa.Connection], T]) -> T:
+        """``once(conn)`` on the kept connection; a kept one found dead is replaced and ``once`` run again.
+
+        The pool would have pinged a connection at checkout (``pool_pre_ping``)
+        and replaced a dead one; a kept connection is not checked out again,
+        so a disconnect on one that sat idle since its last transaction (the
+        server restarted, its backend was terminated) gets one retry on a
+        fresh connection.  ``once`` is a whole transaction of the worker's
+        (a claim, an outcome batch, a read), safe to run again: if the lost
+        transaction had committed after all, its claims expire and are
+        recovered, its fenced outcome writes are refused the second time.
+        """
+        conn, reused = self._take()
+        try:
+            result = once(conn)
+        except sa.exc.DBAPIError as exc:
+            closing = self._closing  # closed meanwhile (the worker stops): no new connection
+            self._give_back(drop=True)
+            if closing or not (reused and exc.connection_invalidated):
+                raise
+            conn, _ = self._take()
+            try:
+                result = once(conn)
+            except BaseException:
+                self._give_back(drop=True)
+                raise
         except BaseException:
             self._give_back(drop=True)
             raise
@@ -147,19 +172,21 @@ class HeldConnections:
             conn, self._conn = self._conn, None
         _close_quietly(conn)
 
-    def _take(self) -> sa.Connection:
+    def _take(self) -> tuple[sa.Connection, bool]:
+        """The kept connection (checked out if there is none) and whether it was kept from before."""
         with self._lock:
             self._busy, self._closing = True, False
             conn = self._conn
-        if conn is None or conn.closed or conn.invalidated:
-            _close_quietly(conn)
-            try:
-                conn = self.engine.connect()
-            except BaseException:
-                self._give_back(drop=True)
-                raise
-            self._conn = conn
-        return conn
+        if conn is not None and not (conn.closed or conn.invalidated):
+            return conn, True
+        _close_quietly(conn)
+        try:
+            conn = self.engine.connect()
+        except BaseException:
+            self._give_back(drop=True)
+            raise
+        self._conn = conn
+        return conn, False
 
     def _give_back(self, *, drop: bool) -> None:
         with self._lock:

@@ -64,15 +64,37 @@ def test_an_error_rolls_back_and_drops_the_connection(pg_url: str) -> None:
         own.dispose()
 
 
-def test_a_terminated_connection_fails_one_transaction_then_a_new_one_is_used(engine: sa.Engine) -> None:
+def test_a_kept_connection_found_dead_is_replaced_as_the_pool_would(engine: sa.Engine) -> None:
+    """Its backend terminated while it sat idle: the next transaction runs on a new connection, no error.
+
+    The pool pings what it checks out (pool_pre_ping); a kept connection is not
+    checked out again, so without this the claim loop's first claim after a
+    server restart failed and stopped claiming until the lease keeper's next probe.
+    """
     held = HeldConnections(engine)
     before = held.begin(_pid)
     with engine.connect() as other:
         other.exec_driver_sql(f"SELECT pg_terminate_backend({int(before)})")
-    with pytest.raises(DBAPIError):
-        held.begin(_pid)
     after = held.begin(_pid)
     assert after != before
+    with engine.connect() as other:
+        other.exec_driver_sql(f"SELECT pg_terminate_backend({int(after)})")
+    assert held.connect(_pid) not in (before, after)
+    held.close()
+
+
+def test_a_failing_statement_on_a_live_connection_is_not_run_again(engine: sa.Engine) -> None:
+    held = HeldConnections(engine)
+    held.begin(_pid)
+    calls: list[int] = []
+
+    def fails(conn: sa.Connection) -> None:
+        calls.append(1)
+        conn.exec_driver_sql("SELECT 1/0")
+
+    with pytest.raises(DBAPIError):
+        held.begin(fails)
+    assert calls == [1]
     held.close()
 
 
