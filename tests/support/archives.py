@@ -6,10 +6,26 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
+from marshmallow import Schema, fields
 from sqlalchemy.orm import Session
 
-from venturi_sa import Models
+from venturi_sa import JobContext, Models, Task
 from venturi_sa.storage import archive
+
+
+class Terms(Schema):
+    a = fields.Integer(required=True)
+    b = fields.Integer(required=True)
+
+
+class Add(Task):
+    """The archive tests' task: its result (the sum) shows which run it was."""
+
+    KIND = "add"
+    Payload = Terms
+
+    def run(self, ctx: JobContext) -> Any:
+        return {"sum": self.payload["a"] + self.payload["b"]}
 
 
 def places(engine: sa.Engine, models: Models) -> tuple[set[str], list[str], dict[str, int]]:

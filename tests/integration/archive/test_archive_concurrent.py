@@ -8,31 +8,18 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from marshmallow import Schema, fields
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
-from support.archives import places
+from support.archives import Add, places
 from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from support.waiting import WAIT, Events, wait_until
 from support.workers import enqueue, running
 
-from venturi_sa import JobContext, Queue, Task, Worker
+from venturi_sa import Queue, Worker
 from venturi_sa.storage import archive
 
 N = 240
 
-
-class Terms(Schema):
-    a = fields.Integer(required=True)
-    b = fields.Integer(required=True)
-
-
-class Add(Task):
-    KIND = "add"
-    Payload = Terms
-
-    def run(self, ctx: JobContext) -> Any:
-        return {"sum": self.payload["a"] + self.payload["b"]}
 
 
 def walk(queue: Queue, engine: sa.Engine) -> list[str]:

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from marshmallow import Schema, fields
-from support.archives import archived_row, backdate, partition_names, places
+from support.archives import Add, archived_row, backdate, partition_names, places
 from support.queues import drain
 from support.workers import enqueue
 
@@ -16,18 +15,6 @@ from venturi_sa import Die, InvalidTransition, JobContext, JobNotCompleted, Queu
 
 HOUR = timedelta(hours=1)
 
-
-class Terms(Schema):
-    a = fields.Integer(required=True)
-    b = fields.Integer(required=True)
-
-
-class Add(Task):
-    KIND = "add"
-    Payload = Terms
-
-    def run(self, ctx: JobContext) -> Any:
-        return {"sum": self.payload["a"] + self.payload["b"]}
 
 
 class Hopeless(Task):
