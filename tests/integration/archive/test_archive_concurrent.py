@@ -42,11 +42,15 @@ def test_two_archiving_workers_lose_and_repeat_nothing(engine: sa.Engine, models
     walks = 0
     with running(workers[0]), running(workers[1]):
         events.wait_count("finished", N, timeout=60)
-        # Page the history while the archivers move the jobs: keyset pages never repeat or skip a job.
-        while len(places(engine, models)[1]) < N:
+        # Page the history while the archivers move the jobs (they may be done already on a fast
+        # machine; the last walk then reads the archive alone): pages never repeat or skip a job.
+        while True:
+            moved = len(places(engine, models)[1])
             listed = walk(queue, engine)
             assert sorted(listed) == sorted(ids), "a job repeated or went missing from the history"
             walks += 1
+            if moved >= N:
+                break
         archivers = [w._threads.archiver for w in workers]  # type: ignore[union-attr]
     live, archived, entries = places(engine, models)
     assert live == set() and sorted(archived) == sorted(ids) and entries == {}
@@ -56,7 +60,7 @@ def test_two_archiving_workers_lose_and_repeat_nothing(engine: sa.Engine, models
         assert queue.result(engine, ids[i]) == {"sum": i + 1}
         assert [e.outcome for e in queue.journal(engine, ids[i])] == ["completed"]
     assert queue.stats(engine).by_status["completed"] == N
-    assert walks >= 1
+    print(f"METRIC history walks while archiving: {walks}")
 
 
 def test_a_move_killed_half_way_moves_nothing(engine: sa.Engine, models: Any) -> None:
