@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
 from venturi_sa.models import Models
+from venturi_sa.storage import stats
 from venturi_sa.storage.archive import ENTRY_KEYS, JOB_KEYS, is_jsonb
 from venturi_sa.storage.history import HistoryParams, history_statement
 from venturi_sa.storage.params import Runner
@@ -147,28 +148,9 @@ def fetch_history(models: Models, runner: Runner, params: HistoryParams) -> Sequ
     """One page plus at most one extra row, across both tables (see :func:`history_statement_both`)."""
     return runner.execute(history_statement_both(models, params)).all()
 
-
-_COUNTS = """
-WITH RECURSIVE pairs AS (
-    (SELECT status, kind FROM {archive} ORDER BY status, kind LIMIT 1)
-    UNION ALL
-    SELECT nxt.status, nxt.kind
-    FROM pairs, LATERAL (
-        SELECT a.status, a.kind FROM {archive} AS a
-        WHERE (a.status, a.kind) > (pairs.status, pairs.kind)
-        ORDER BY a.status, a.kind LIMIT 1
-    ) AS nxt
-)
-SELECT pairs.status, pairs.kind, counted.n
-FROM pairs, LATERAL (
-    SELECT count(*) AS n FROM {archive} AS a WHERE a.status = pairs.status AND a.kind = pairs.kind
-) AS counted
-"""
-
-
 def counts(models: Models, runner: Runner) -> list[tuple[str, str, int]]:
     """``(status, kind, count)`` of the archive: a loose index scan of ``_archive_history``, as stats does."""
-    rows = runner.execute(sa.text(_COUNTS.format(archive=models.names.archive)))
+    rows = runner.execute(sa.text(stats.PAIR_COUNTS.format(table=models.names.archive)))
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 

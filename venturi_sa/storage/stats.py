@@ -63,27 +63,27 @@ class StatsRows:
 # distinct (status, kind) to the next, then count each pair with an index-only
 # range scan.  A plain GROUP BY reads the whole heap (every retained terminal
 # row, payload and all); this reads only the narrow index.
-_COUNTS = """
+PAIR_COUNTS = """
 WITH RECURSIVE pairs AS (
-    (SELECT status, kind FROM {jobs} ORDER BY status, kind LIMIT 1)
+    (SELECT status, kind FROM {table} ORDER BY status, kind LIMIT 1)
     UNION ALL
     SELECT nxt.status, nxt.kind
     FROM pairs, LATERAL (
-        SELECT j.status, j.kind FROM {jobs} AS j
+        SELECT j.status, j.kind FROM {table} AS j
         WHERE (j.status, j.kind) > (pairs.status, pairs.kind)
         ORDER BY j.status, j.kind LIMIT 1
     ) AS nxt
 )
 SELECT pairs.status, pairs.kind, counted.n
 FROM pairs, LATERAL (
-    SELECT count(*) AS n FROM {jobs} AS j WHERE j.status = pairs.status AND j.kind = pairs.kind
+    SELECT count(*) AS n FROM {table} AS j WHERE j.status = pairs.status AND j.kind = pairs.kind
 ) AS counted
 """
 
 
 def counts_statement(models: Models) -> sa.TextClause:
     """Rows of ``(status, kind, count)``; the table name comes from the validated prefix."""
-    return sa.text(_COUNTS.format(jobs=models.names.jobs))
+    return sa.text(PAIR_COUNTS.format(table=models.names.jobs))
 
 
 def pending_statement(models: Models) -> sa.Select[Any]:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from support.archives import attach_days, noon, put
 from support.ops import nodes, plan_of
 
-from venturi_sa.storage import archive, archive_reads
+from venturi_sa.storage import archive, archive_reads, stats
 from venturi_sa.storage.history import HistoryParams
 
 PER_DAY = 3000
@@ -46,7 +46,7 @@ def test_archive_reads_use_each_days_indexes(engine: sa.Engine, models: Any) -> 
     used, scanned = reads(plan_of(engine, archive_reads.history_statement_both(
         models, HistoryParams(statuses=("dead",), kind="k1", limit=50))))
     assert not scanned & set(days)
-    used, scanned = reads(plan_of(engine, sa.text(archive_reads._COUNTS.format(archive=a.name))))
+    used, scanned = reads(plan_of(engine, sa.text(stats.PAIR_COUNTS.format(table=a.name))))
     assert {f"{day}_history" for day in days} & used and not scanned & set(days)
 
 
