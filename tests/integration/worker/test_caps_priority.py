@@ -17,14 +17,16 @@ LOW_BACKLOG = 200
 
 # Regression test of defect 2 (worker hardening issue): failed on e53c386.
 def test_capped_high_jobs_start_before_the_uncapped_low_backlog(engine: sa.Engine, models: Any) -> None:
-    gate = threading.Event()  # the LOW jobs are long: they run until the test opens the gate
+    # The LOW jobs are long: they run until the test opens the gate (or for two minutes), so a
+    # starved HIGH job could not start within the wait below, however slow the machine.
+    gate = threading.Event()
 
     class Bulk(Task):
         KIND = "bulk"
         priority = Priority.LOW
 
         def run(self, ctx: JobContext) -> None:
-            gate.wait(20)
+            gate.wait(120)
 
     class Urgent(Task):
         KIND = "urgent"
@@ -43,7 +45,7 @@ def test_capped_high_jobs_start_before_the_uncapped_low_backlog(engine: sa.Engin
         with running(worker):
             try:
                 for job_id in urgent:  # HIGH first: they must not wait for the LOW backlog to drain
-                    events.wait_for("finished", job_id=job_id, timeout=5)
+                    events.wait_for("finished", job_id=job_id, timeout=60)
             except AssertionError:
                 claimed = [d["kind"] for _, d in events.of("claimed")]
                 raise AssertionError(
