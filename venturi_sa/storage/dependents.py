@@ -266,14 +266,26 @@ SELECT coalesce(array_agg(r.id), '{{}}') FROM revived AS r
 """
 
 
+_REWAIT = """
+WITH own AS (
+    UPDATE {waits} AS w SET killed_by = NULL WHERE w.job_id = :id RETURNING w.remaining
+)
+UPDATE {jobs} AS j SET visible_at = 'infinity'
+WHERE j.id = :id AND j.status = 'pending' AND (SELECT o.remaining FROM own AS o) > 0
+"""
+
+
 def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool = False) -> list[str]:
     """``parent`` is pending again (requeued): its waiting dependents count it as unfinished again.
+
+    If ``parent`` itself still has unfinished parents, it waits for them again.
 
     With ``with_dependents`` the dependents its death killed are requeued too
     (waiting again, journaled ``released``), and theirs, down the chain.
     Returns every job so requeued.  The caller commits.
     """
     stmt = _statement(models, "rearm", _REARM, parent=sa.Text, with_dependents=sa.Boolean)
+    runner.execute(_statement(models, "rewait", _REWAIT, id=sa.Text), {"id": parent})
     revived: list[str] = []
     frontier = [parent]
     while frontier:
