@@ -21,9 +21,9 @@ from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import Status
 from venturi_sa.storage import admin as admin_store
-from venturi_sa.storage import dependents
 from venturi_sa.storage import archive as archiving
 from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import dependents
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
 

@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
-from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops import archive as archiving
+from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.dependents import DependentInfo, ParentInfo

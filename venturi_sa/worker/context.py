@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
-from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.ops.dependents import ParentInfo
+from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker import parents as parent_reads
 from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress

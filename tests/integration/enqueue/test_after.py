@@ -96,6 +96,7 @@ def test_cancel_policy_kills_the_dependent_and_its_own_dependents(session: Sessi
     assert RAN == ["a", "c"]
     assert _status(session, queue, b.id)[0] == "dead"
     assert _status(session, queue, d.id)[0] == "dead"
+    assert _status(session, queue, c.id)[0] == "completed"
     t = queue.models.journal_table
     note = session.execute(sa.select(t.c.note).where(t.c.job_id == b.id)).scalar_one()
     assert a.id in note and "ended dead" in note
