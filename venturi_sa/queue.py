@@ -20,7 +20,7 @@ from marshmallow import Schema
 from sqlalchemy.orm import Session
 
 from venturi_sa import enqueue as enqueueing
-from venturi_sa import payloads, session_adds, workflows
+from venturi_sa import payloads, session_adds, workflow_adds, workflows
 from venturi_sa.binds import require_async_session, require_session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
@@ -145,7 +145,8 @@ class Queue(Operations):
         return wrap
 
     def job(self, task: Task, *, priority: int | None = None, delay: timedelta | None = None,
-            run_at: datetime | None = None, timeout: timedelta | None = None) -> JobBase:
+            run_at: datetime | None = None, timeout: timedelta | None = None,
+            after: Sequence[JobBase | str] | None = None, if_parent_dead: str = "cancel") -> JobBase:
         """An unsaved, validated ``Job`` for ``task``: ``session.add(queue.job(...))`` enqueues it.
 
         Validated as :meth:`enqueue` validates, touching no session; the
@@ -153,9 +154,12 @@ class Queue(Operations):
         commit), and its times are the database clock at that INSERT (a
         ``timeout`` is inserted by the same flush).  A task with a dedup key
         raises ``InvalidOption``: use :meth:`enqueue`, whose merge needs the session.
+        ``after=`` (ids, or jobs that have ids) is linked by the flush that
+        inserts it (docs/workflows.md).
         """
-        return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
-                                    run_at=run_at, timeout=timeout, max_bytes=self.max_payload_bytes)
+        return workflow_adds.defer(self.models, enqueueing.build_job(
+            self.models, self.registry, task, priority=priority, delay=delay, run_at=run_at, timeout=timeout,
+            max_bytes=self.max_payload_bytes), after, if_parent_dead)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
                 delay: timedelta | None = None, run_at: datetime | None = None,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from support.cli import ok, plain_url
 from support.cli import invoke as run
+from support.cli import ok, plain_url
 from support.workers import enqueue, job_row
 
 from venturi_sa import JobContext, Queue, Task

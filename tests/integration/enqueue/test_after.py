@@ -182,3 +182,21 @@ def test_a_waiting_job_reads_back_and_explains_itself(engine: sa.Engine, queue: 
     assert why.codes[0] == "waiting_on_parents"
     assert "waiting for 3 of 3 parents" in why.reasons[0].text and a in why.reasons[0].text
     assert queue.stats(engine).waiting == 1
+
+
+def test_queue_job_with_after_is_linked_by_its_flush(engine: sa.Engine, queue: Queue, models: Any) -> None:
+    with Session(engine) as s, s.begin():
+        a = queue.job(Work(name="a"))
+        s.add(a)
+        b = queue.job(Work(name="b"), after=[a])
+        s.add(b)
+        s.flush()
+        assert b.status == "pending"
+        b_id, a_id = b.id, a.id
+    assert [p.id for p in queue.parents(engine, b_id)] == [a_id]
+    assert queue.explain(engine, b_id).codes[0] == "waiting_on_parents"
+    with Session(engine) as s:
+        s.add(queue.job(Work(name="c"), after=["missing"]))
+        with pytest.raises(JobNotFound, match="missing"):
+            s.flush()
+        s.rollback()
