@@ -32,7 +32,10 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.errors import UnsupportedIsolation
 from venturi_sa.models import Models
+from venturi_sa.storage import infinite_times
 from venturi_sa.storage.params import Runner
+
+infinite_times.register()  # a waiting job's visible_at is 'infinity': psycopg 3 must be able to read it
 
 ISOLATIONS = ("read committed",)
 """The isolation levels ``after=`` works under: a later statement must see parents' committed outcomes."""
