@@ -47,6 +47,15 @@ class Gather(Task):
         return None
 
 
+class Flaky(Task):
+    KIND = "flaky"
+    Payload = Step
+    max_failures = 1
+
+    def run(self, ctx: Any) -> Any:
+        raise RuntimeError("always")
+
+
 class Keyed(Task):
     KIND = "keyed"
     Payload = Step
@@ -59,7 +68,7 @@ class Keyed(Task):
 def queue(models: Any) -> Queue:
     RAN.clear()
     GATHERED.clear()
-    return Queue(models, [Work, Gather, Keyed])
+    return Queue(models, [Work, Gather, Flaky, Keyed])
 
 
 def _status(s: Session, queue: Queue, job_id: str) -> tuple[str, bool]:
@@ -200,3 +209,18 @@ def test_queue_job_with_after_is_linked_by_its_flush(engine: sa.Engine, queue: Q
         with pytest.raises(JobNotFound, match="missing"):
             s.flush()
         s.rollback()
+
+
+def test_the_failure_backstop_and_an_undecodable_payload_apply_the_policy(session: Session, queue: Queue,
+                                                                         models: Any) -> None:
+    flaky = queue.enqueue(session, Flaky(name="f"))
+    poison = models.Job(id="poison", kind="work", payload={"nope": 1}, status="pending", run_count=0,
+                        failure_count=0, created_at=sa.func.now(), visible_at=sa.func.now())
+    session.add(poison)
+    session.flush()
+    after_flaky = queue.enqueue(session, Work(name="a"), after=[flaky])
+    after_poison = queue.enqueue(session, Work(name="b"), after=["poison"], if_parent_dead="run")
+    drain(session, queue, fail_fast=False)
+    assert _status(session, queue, flaky.id)[0] == "dead" and _status(session, queue, "poison")[0] == "dead"
+    assert _status(session, queue, after_flaky.id)[0] == "dead"
+    assert _status(session, queue, after_poison.id)[0] == "completed" and RAN == ["b"]
