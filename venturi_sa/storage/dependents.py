@@ -320,14 +320,16 @@ def downstream(models: Models, runner: Runner, job_id: str) -> list[str]:
 
 _NO_LIVE_DEPENDENT = """NOT EXISTS (
     SELECT 1 FROM {parents} AS live_p JOIN {jobs} AS live_c ON live_c.id = live_p.job_id
-    WHERE live_p.parent_id = {job_id} AND live_c.status IN ('pending', 'claimed'))"""
+    WHERE live_p.parent_id = {job_id} AND live_c.status IN ('pending', 'claimed') OFFSET 0)"""
 
 
 def no_live_dependent_sql(models: Models, job_id: str) -> str:
     """SQL text: no job that is not terminal yet names ``job_id`` (a column reference of venturi's) in ``after=``.
 
     Cleanup and the archive's move keep such a parent: a requeue of it
-    re-arms its dependents, and they read its result.
+    re-arms its dependents, and they read its result.  ``OFFSET 0`` keeps
+    the ``EXISTS`` a per-row probe of ``_parents_parent`` (the planner would
+    otherwise hash the whole dependency table against a batch of a few rows).
     """
     return _NO_LIVE_DEPENDENT.format(job_id=job_id, **_names(models))
 
@@ -336,5 +338,6 @@ def no_live_dependent(models: Models, job_id: Any) -> Any:
     """:func:`no_live_dependent_sql` as a Core predicate on the column ``job_id``."""
     link, child = models.workflow.parents_table.alias("live_p"), models.jobs_table.alias("live_c")
     live = (sa.select(sa.literal(1)).select_from(link.join(child, child.c.id == link.c.job_id))
-            .where(link.c.parent_id == job_id, child.c.status.in_(["pending", "claimed"])))
+            .where(link.c.parent_id == job_id, child.c.status.in_(["pending", "claimed"]))
+            .offset(sa.literal_column("0")))
     return ~sa.exists(live)

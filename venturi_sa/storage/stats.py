@@ -94,7 +94,7 @@ def pending_statement(models: Models) -> sa.Select[Any]:
         _select(
             job.kind,
             sa.func.count().filter(eligible),
-            sa.func.count().filter(sa.not_(eligible), job.visible_at < sa.literal("infinity", _TZ)),  # not waiting
+            sa.func.count().filter(sa.not_(eligible), job.visible_at < _INFINITY),  # not waiting
             now - sa.func.min(job.visible_at).filter(eligible),
         )
         .where(job.status == Status.PENDING.value)
@@ -102,7 +102,7 @@ def pending_statement(models: Models) -> sa.Select[Any]:
     )
 
 
-_TZ = sa.DateTime(timezone=True)
+_INFINITY = sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True))  # a literal: asyncpg binds no text
 
 
 def expired_statement(models: Models) -> sa.Select[Any]:
