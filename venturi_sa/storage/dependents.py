@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.errors import UnsupportedIsolation
 from venturi_sa.models import Models
-from venturi_sa.storage import infinite_times
+from venturi_sa.storage import driver_sql, infinite_times
 from venturi_sa.storage.params import Runner
 
 infinite_times.register()  # a waiting job's visible_at is 'infinity': psycopg 3 must be able to read it
@@ -121,9 +121,13 @@ def settle(models: Models, runner: Runner, ended: Sequence[str]) -> None:
     settled in turn.  Called by every write that makes a job terminal.
     """
     stmt = _statement(models, "settle", _SETTLE, ids=_IDS, channel=sa.Text)
+    text = driver_sql.driver_text(runner, stmt)  # on every outcome batch: sent as driver SQL where it can be
     ids = list(ended)
     while ids:
-        ids = list(runner.execute(stmt, {"ids": ids, "channel": models.names.channel}).scalar_one())
+        binds = {"ids": ids, "channel": models.names.channel}
+        rows = runner.execute(stmt, binds) if text is None else driver_sql.execute(
+            cast(sa.Connection, runner), text[0], text[1], binds)
+        ids = list(rows.scalar_one())
 
 
 @dataclass(frozen=True, kw_only=True)
