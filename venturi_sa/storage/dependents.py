@@ -124,9 +124,12 @@ def settle(models: Models, runner: Runner, ended: Sequence[str]) -> None:
     text = driver_sql.driver_text(runner, stmt)  # on every outcome batch: sent as driver SQL where it can be
     ids = list(ended)
     while ids:
-        binds = {"ids": ids, "channel": models.names.channel}
-        rows = runner.execute(stmt, binds) if text is None else driver_sql.execute(
-            cast(sa.Connection, runner), text[0], text[1], binds)
+        binds: dict[str, Any] = {"ids": ids, "channel": models.names.channel}
+        rows: Any
+        if text is None:
+            rows = runner.execute(stmt, binds)
+        else:
+            rows = driver_sql.execute(cast(sa.Connection, runner), text[0], text[1], binds)
         ids = list(rows.scalar_one())
 
 
