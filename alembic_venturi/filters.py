@@ -17,7 +17,8 @@ Autogenerate then neither creates, alters nor drops ``shop_jobs``,
 ``shop_journal``, the periodic-job tables ``shop_schedules`` and
 ``shop_fires``, the runtime-control tables ``shop_pauses``, ``shop_cancels``,
 ``shop_timeouts``, the owed-hook table ``shop_on_dead``, the trace-context table
-``shop_traces`` and the archive ``shop_archive`` with its day partitions, their columns, indexes and constraints, or the
+``shop_traces``, the archive ``shop_archive`` with its day partitions and the dependency tables
+``shop_waits`` and ``shop_parents``, their columns, indexes and constraints, or the
 ``shop_alembic_version`` table, whether they are in the database, in the
 project's ``MetaData`` (via ``make_models("shop", Base)``), or both.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.sql.schema import SchemaItem
 
+from venturi_sa.models.workflow_tables import parents_table_name, waits_table_name
 from venturi_sa.prefix import Names
 
 if TYPE_CHECKING:
@@ -82,7 +84,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
     ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts``,
-    ``<prefix>_on_dead``, ``<prefix>_traces`` and ``<prefix>_archive`` tables (and the archive's partitions)
+    ``<prefix>_on_dead``, ``<prefix>_traces``, ``<prefix>_archive`` (and the archive's partitions),
+    ``<prefix>_waits`` and ``<prefix>_parents`` tables
     with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
@@ -92,7 +95,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     for prefix in prefixes:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
-                       names.timeouts, names.on_dead, names.traces, names.archive, names.version_table))
+                       names.timeouts, names.on_dead, names.traces, names.archive, names.version_table,
+                       waits_table_name(names), parents_table_name(names)))
     return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
 
 

@@ -20,7 +20,7 @@ from marshmallow import Schema
 from sqlalchemy.orm import Session
 
 from venturi_sa import enqueue as enqueueing
-from venturi_sa import payloads, session_adds
+from venturi_sa import payloads, session_adds, workflow_adds, workflows
 from venturi_sa.binds import require_async_session, require_session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
@@ -145,7 +145,8 @@ class Queue(Operations):
         return wrap
 
     def job(self, task: Task, *, priority: int | None = None, delay: timedelta | None = None,
-            run_at: datetime | None = None, timeout: timedelta | None = None) -> JobBase:
+            run_at: datetime | None = None, timeout: timedelta | None = None,
+            after: Sequence[JobBase | str] | None = None, if_parent_dead: str = "cancel") -> JobBase:
         """An unsaved, validated ``Job`` for ``task``: ``session.add(queue.job(...))`` enqueues it.
 
         Validated as :meth:`enqueue` validates, touching no session; the
@@ -153,13 +154,17 @@ class Queue(Operations):
         commit), and its times are the database clock at that INSERT (a
         ``timeout`` is inserted by the same flush).  A task with a dedup key
         raises ``InvalidOption``: use :meth:`enqueue`, whose merge needs the session.
+        ``after=`` (ids, or jobs that have ids) is linked by the flush that
+        inserts it (docs/workflows.md).
         """
-        return enqueueing.build_job(self.models, self.registry, task, priority=priority, delay=delay,
-                                    run_at=run_at, timeout=timeout, max_bytes=self.max_payload_bytes)
+        return workflow_adds.defer(self.models, enqueueing.build_job(
+            self.models, self.registry, task, priority=priority, delay=delay, run_at=run_at, timeout=timeout,
+            max_bytes=self.max_payload_bytes), after, if_parent_dead)
 
     def enqueue(self, session: Session, task: Task, *, priority: int | None = None,
                 delay: timedelta | None = None, run_at: datetime | None = None,
-                timeout: timedelta | None = None) -> JobBase:
+                timeout: timedelta | None = None, after: Sequence[JobBase | str] | None = None,
+                if_parent_dead: str = "cancel") -> JobBase:
         """Add one job to the caller's ``session`` and flush; never commits.
 
         Commit publishes the job and wakes idle workers; rollback discards it.
@@ -169,24 +174,30 @@ class Queue(Operations):
         dedup key may return an existing pending job instead, and needs a READ
         COMMITTED transaction (``UnsupportedIsolation`` otherwise).  Bad input
         raises with the session as it was.  Read ``job.id`` before the session
-        closes.  An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
+        closes.  ``after=`` makes it wait for those jobs (docs/workflows.md).
+        An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
         """
         return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,
-                                 delay=delay, run_at=run_at, timeout=timeout)[0]
+                                 delay=delay, run_at=run_at, timeout=timeout, after=after,
+                                 if_parent_dead=if_parent_dead)[0]
 
     @overload
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     timeout: timedelta | None = None, ids_only: Literal[False] = False) -> list[JobBase]: ...
+                     timeout: timedelta | None = None, ids_only: Literal[False] = False,
+                     after: Sequence[JobBase | str] | None = None, if_parent_dead: str = "cancel") -> list[JobBase]: ...
 
     @overload
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     timeout: timedelta | None = None, ids_only: Literal[True]) -> list[str]: ...
+                     timeout: timedelta | None = None, ids_only: Literal[True],
+                     after: Sequence[JobBase | str] | None = None, if_parent_dead: str = "cancel") -> list[str]: ...
 
     def enqueue_many(self, session: Session, tasks: Sequence[Task], *, priority: int | None = None,
                      delay: timedelta | None = None, run_at: datetime | None = None,
-                     timeout: timedelta | None = None, ids_only: bool = False) -> list[JobBase] | list[str]:
+                     timeout: timedelta | None = None, ids_only: bool = False,
+                     after: Sequence[JobBase | str] | None = None,
+                     if_parent_dead: str = "cancel") -> list[JobBase] | list[str]:
         """Add many jobs in one INSERT (which also sends one NOTIFY per kind); never commits.
 
         Every task is validated and every dedup merge decided before anything
@@ -197,22 +208,25 @@ class Queue(Operations):
         ``RETURNING``, no object is added to the session and nothing is
         flushed (the fast bulk path; the same transaction, commit and rollback
         semantics).  Tasks with a dedup key make that call take the ordinary
-        path (same locks and merges) and return its jobs' ids.
+        path (same locks and merges) and return its jobs' ids.  ``after=``
+        gives every task the same parents (docs/workflows.md).
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_many_async`.
         """
         checked = require_session(session, "enqueue_many")
         call = enqueueing.prepared(self.registry, tasks, priority=priority, delay=delay, run_at=run_at,
                                    timeout=timeout, notify=self.notify, max_bytes=self.max_payload_bytes)
+        waits = workflows.prepare(self.models, checked, call, after, if_parent_dead)
         if ids_only and not self.enqueue_hooks:
-            return enqueueing.enqueue_ids(self.models, checked, call)
-        jobs = enqueueing.enqueue_many(self.models, checked, call)
+            return waits.attach(enqueueing.enqueue_ids(self.models, checked, call))
+        jobs = waits.attach(enqueueing.enqueue_many(self.models, checked, call))
         for hook in self.enqueue_hooks:
             hook(session, jobs)
         return [job.id for job in jobs] if ids_only else jobs
 
     async def enqueue_async(self, session: AsyncSession, task: Task, *, priority: int | None = None,
                             delay: timedelta | None = None, run_at: datetime | None = None,
-                            timeout: timedelta | None = None) -> JobBase:
+                            timeout: timedelta | None = None, after: Sequence[JobBase | str] | None = None,
+                            if_parent_dead: str = "cancel") -> JobBase:
         """:meth:`enqueue` in the caller's ``AsyncSession`` (its transaction; never commits).
 
         Exactly the sync semantics, by the same code run through
@@ -224,31 +238,36 @@ class Queue(Operations):
         """
         checked = require_async_session(session, "enqueue_async")
         return (await self.enqueue_many_async(checked, [task], priority=priority, delay=delay,
-                                              run_at=run_at, timeout=timeout))[0]
+                                              run_at=run_at, timeout=timeout, after=after,
+                                              if_parent_dead=if_parent_dead))[0]
 
     @overload
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
                                  run_at: datetime | None = None, timeout: timedelta | None = None,
-                                 ids_only: Literal[False] = False) -> list[JobBase]: ...
+                                 ids_only: Literal[False] = False, after: Sequence[JobBase | str] | None = None,
+                                 if_parent_dead: str = "cancel") -> list[JobBase]: ...
 
     @overload
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
                                  run_at: datetime | None = None, timeout: timedelta | None = None,
-                                 ids_only: Literal[True]) -> list[str]: ...
+                                 ids_only: Literal[True], after: Sequence[JobBase | str] | None = None,
+                                 if_parent_dead: str = "cancel") -> list[str]: ...
 
     async def enqueue_many_async(self, session: AsyncSession, tasks: Sequence[Task], *,
                                  priority: int | None = None, delay: timedelta | None = None,
                                  run_at: datetime | None = None, timeout: timedelta | None = None,
-                                 ids_only: bool = False) -> list[JobBase] | list[str]:
+                                 ids_only: bool = False, after: Sequence[JobBase | str] | None = None,
+                                 if_parent_dead: str = "cancel") -> list[JobBase] | list[str]:
         """:meth:`enqueue_many` in the caller's ``AsyncSession``; never commits (same guarantees, ``ids_only`` too)."""
         checked = require_async_session(session, "enqueue_many_async")
 
         def run(sync: Session) -> list[JobBase] | list[str]:
             if ids_only:
                 return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at,
-                                         timeout=timeout, ids_only=True)
-            return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, timeout=timeout)
+                                         timeout=timeout, ids_only=True, after=after, if_parent_dead=if_parent_dead)
+            return self.enqueue_many(sync, tasks, priority=priority, delay=delay, run_at=run_at, timeout=timeout,
+                                     after=after, if_parent_dead=if_parent_dead)
 
         return await checked.run_sync(run)

@@ -70,9 +70,11 @@ class CancelReport:
 @note_option
 @actor_option
 @click.option("--kind", help="Cancel every pending or claimed job of this kind (instead of IDs).")
+@click.option("--with-dependents", is_flag=True,
+              help="Also cancel every job waiting for the IDs (after=), transitively, whatever its policy.")
 @click.argument("job_ids", metavar="ID...", nargs=-1)
 def cancel(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, kind: str | None,
-           job_ids: tuple[str, ...]) -> None:
+           with_dependents: bool, job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: a pending one ends dead now; a running one is asked to stop (its worker ends it dead).
 
     Each ID is its own transaction; one that cannot be cancelled (finished
@@ -85,7 +87,7 @@ def cancel(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor:
         report = CancelReport(done=queue.cancel_kind(engine, kind, note, actor=actor) if kind is not None else [])
         for job_id in job_ids:
             try:
-                report.done.append(queue.cancel(engine, job_id, note, actor=actor))
+                report.done.append(queue.cancel(engine, job_id, note, actor=actor, with_dependents=with_dependents))
             except (InvalidTransition, LookupError) as exc:
                 report.problems.append(str(exc))
         return report

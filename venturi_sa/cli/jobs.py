@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 import click
 
+from venturi_sa.cli import dependency_lines
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import actor_option, queue_options
@@ -100,15 +101,18 @@ def render_job(job: JobView, journal: Sequence[JournalInfo]) -> str:
 @queue_options
 @click.argument("job_id", metavar="ID")
 def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
-    """Show one job (and the schedule fire that inserted it) and its journal, oldest entry first."""
+    """Show one job (and the schedule fire that inserted it), its journal, oldest entry first, its parents and
+    dependents."""
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         job = queue.get_job(engine, job_id)
         journal = queue.journal(engine, job_id)
+        parents, dependents = queue.parents(engine, job_id), queue.dependents(engine, job_id)
     if as_json:
-        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal]})
+        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal],
+                   **dependency_lines.as_json(parents, dependents)})
     else:
-        click.echo(render_job(job, journal))
+        click.echo("\n\n".join(filter(None, [render_job(job, journal), dependency_lines.render(parents, dependents)])))
 
 
 def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, InvalidTransition, UnknownKind
 from venturi_sa.models import Models
+from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo
@@ -79,6 +80,8 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
                 raise InvalidTransition(f"cannot edit job {job_id}: it is {status} (archived), and only pending "
                                         "jobs can be edited")
             raise job_not_found(models, job_id)
+        if run_now or run_at is not None or delay is not None:
+            workflow.refuse_waiting(models, session, job_id, "retry now" if changes == ["run now"] else "reschedule")
         stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
         params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,

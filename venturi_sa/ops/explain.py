@@ -2,7 +2,7 @@
 
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
 so every fact comes from one snapshot) and changes nothing.  Each reason is
-a code plus a sentence: for a pending job any of ``scheduled``,
+a code plus a sentence: for a pending job any of ``waiting_on_parents``, ``scheduled``,
 ``backoff``, ``paused`` (by the kind's own pause, a kind pattern or the
 whole queue's), ``no_worker`` (no job of its kind is claimed now or
 finished within ``activity_window``, and this job's own last run is older:
@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
@@ -86,6 +87,7 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
+        waiting = workflow.waiting_text(models, session, job_id) if view is not None else None
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
             if view is not None:
@@ -94,8 +96,10 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window),
-                       timeout=view.timeout)
+    reasons = _reasons(facts, activity_window)
+    if waiting is not None and job.status == Status.PENDING.value:  # 'infinity' is not a schedule
+        reasons = [Reason("waiting_on_parents", waiting), *(r for r in reasons if r.code != "scheduled")]
+    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)
 
 
 def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:

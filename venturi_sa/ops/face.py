@@ -26,8 +26,10 @@ from venturi_sa import payloads
 from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
+from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
+from venturi_sa.ops.dependents import DependentInfo, ParentInfo
 from venturi_sa.ops.explain import Explanation, explain
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
@@ -121,6 +123,16 @@ class Operations:
     # -- retention ------------------------------------------------------------------------------
 
     @operation
+    def parents(self, engine: Engine, job_id: str) -> list[ParentInfo]:
+        """The job's parents (``after=``) in the order given, with status, result and last note."""
+        return workflow.parents(self.models, engine, job_id)
+
+    @operation
+    def dependents(self, engine: Engine, job_id: str) -> list[DependentInfo]:
+        """The jobs that named this job in ``after=``, oldest first, with their status and policy."""
+        return workflow.dependents(self.models, engine, job_id)
+
+    @operation
     def cleanup(self, engine: Engine, *, before: datetime | None = None, older_than: timedelta | None = None,
                 status: str | Sequence[str] | None = None, kind: str | None = None, batch_size: int = 1000,
                 dry_run: bool = False, progress: Callable[[int], None] | None = None) -> int:
@@ -141,9 +153,13 @@ class Operations:
     # -- acting on one job ------------------------------------------------------------------------
 
     @operation
-    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
-        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return admin.requeue(self.models, engine, job_id, note, actor)
+    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR,
+                with_dependents: bool = False) -> JobInfo:
+        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled.
+
+        ``with_dependents`` also requeues the dependents its death killed (docs/workflows.md).
+        """
+        return admin.requeue(self.models, engine, job_id, note, actor, with_dependents)
 
     @operation
     def kill(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
@@ -158,13 +174,17 @@ class Operations:
     @operation
     @joins_session
     def cancel(self, bind: Session | Engine, job_id: str, note: str | None = None, *,
-               actor: str = ACTOR) -> Cancelled:
+               actor: str = ACTOR, with_dependents: bool = False) -> Cancelled:
         """Cancel a job: pending ends ``dead`` now, claimed gets a durable cancel request for its run.
 
         With a ``Session`` it joins the caller's transaction (never commits);
         with an ``Engine`` it is its own short transaction.  See
-        :func:`venturi_sa.ops.cancel.cancel`.
+        :func:`venturi_sa.ops.cancel.cancel`.  ``with_dependents`` cancels
+        every transitive dependent too, whatever its policy, in the same
+        transaction (:func:`venturi_sa.ops.dependents.cancel`).
         """
+        if with_dependents:
+            return workflow.cancel(self.models, bind, job_id, note, actor, self.registry)
         return cancel.cancel(self.models, bind, job_id, note, actor, self.registry)
 
     @operation
@@ -250,6 +270,8 @@ class Operations:
     history_async = async_twin(history)
     stats_async = async_twin(stats)
     explain_async = async_twin(explain)
+    parents_async = async_twin(parents)
+    dependents_async = async_twin(dependents)
     cleanup_async = async_twin(cleanup)
     archive_async = async_twin(archive)
     requeue_async = async_twin(requeue)

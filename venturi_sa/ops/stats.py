@@ -17,6 +17,7 @@ from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import dependent_reads
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
@@ -28,7 +29,8 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
         raw = stats_store.read_stats(models, session, StatsParams())
         raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
-    return dataclasses.replace(shape_stats(raw), schedules=schedules)
+        waiting = dependent_reads.waiting_count(models, session)
+    return dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting)
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

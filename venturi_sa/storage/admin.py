@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import TRANSITIONS, Outcome, Status
+from venturi_sa.storage import dependents
 from venturi_sa.storage.history import job_columns
 from venturi_sa.storage.params import Runner
 
@@ -145,6 +146,9 @@ def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status,
             created_at=sa.func.now(), not_before=sa.func.now()))
         cancels = models.cancels_table
         runner.execute(sa.delete(cancels).where(cancels.c.job_id == row.id))
+        dependents.settle(models, runner, [row.id])
+    elif expected is Status.DEAD:
+        dependents.rearm(models, runner, row.id)
     return row
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.storage import dependents
 from venturi_sa.storage.params import Runner
 
 DAYS_AHEAD = 1
@@ -133,6 +134,7 @@ WITH picked AS MATERIALIZED (
     WHERE j.status IN ('completed', 'dead') AND j.finished_at < now() - CAST(:after AS interval)
       AND j.finished_at >= CAST(:floor AS timestamptz)
       AND NOT EXISTS (SELECT 1 FROM {on_dead} AS o WHERE o.job_id = j.id)
+      AND {no_live_dependent}
     ORDER BY j.finished_at
     LIMIT :batch_size
     FOR UPDATE OF j SKIP LOCKED
@@ -190,6 +192,7 @@ def move_statement(models: Models) -> sa.TextClause:
     n = models.names
     return sa.text(_MOVE.format(jobs=n.jobs, journal=n.journal, on_dead=n.on_dead, timeouts=n.timeouts,
                                 traces=n.traces, archive=n.archive,
+                                no_live_dependent=dependents.no_live_dependent_sql(models, "j.id"),
                                 job_json=_compact(models.jobs_table, "g", JOB_KEYS),
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 

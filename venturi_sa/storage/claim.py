@@ -171,7 +171,8 @@ def seconds_until_visible(models: Models, session: Runner, params: SoonestParams
     job = models.Job
     soonest = (
         sa.select(job.visible_at)
-        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now())
+        .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now(),
+               job.visible_at < sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True)))  # not waiting
         .order_by(job.visible_at)
         .limit(1)
         .scalar_subquery()

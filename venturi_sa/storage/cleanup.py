@@ -20,6 +20,7 @@ from sqlalchemy.sql.dml import ReturningDelete
 
 from venturi_sa.models import Models
 from venturi_sa.states import TERMINAL
+from venturi_sa.storage import dependents
 from venturi_sa.storage.params import Runner
 
 
@@ -57,7 +58,8 @@ def db_cutoff(runner: Runner, params: CutoffParams) -> datetime:
 def _where(models: Models, params: CleanupParams) -> list[Any]:
     job = models.Job
     statuses = [s for s in TERMINAL if not params.statuses or s in params.statuses]
-    clauses: list[Any] = [job.finished_at < params.cutoff, job.status.in_(statuses)]
+    clauses: list[Any] = [job.finished_at < params.cutoff, job.status.in_(statuses),
+                          dependents.no_live_dependent(models, job.id)]  # a parent stays while its dependents wait
     if params.kind is not None:
         clauses.append(job.kind == params.kind)
     if params.floor is not None:

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
-from venturi_sa.storage import driver_sql
+from venturi_sa.storage import dependents, driver_sql
 from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
 
 
@@ -206,4 +206,5 @@ def finish_many(models: Models, session: Runner, params: FinishManyParams) -> se
         assert isinstance(session, sa.Connection)
         rows = driver_sql.execute(session, text[0], text[1], binds)
     written = {(r[0], r[1]) for r in rows}
+    dependents.settle(models, session, [job_id for job_id, _ in written])  # parents that ended release/kill theirs
     return {p.fence for p in batch if (p.fence.job_id, p.fence.run_count) in written}

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage import dependents
 from venturi_sa.storage.outcomes import cancel_text, clear_cancels, owe_on_dead
 from venturi_sa.storage.params import RecoveredJob, RecoverParams, Runner
 
@@ -84,5 +85,6 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
         sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by)
         .add_cte(logged, ended, owed, cleared)
     ).all()
+    dependents.settle(models, session, [r.id for r in rows if r.dead])
     return [RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.dead, claimed_by=r.claimed_by)
             for r in rows]

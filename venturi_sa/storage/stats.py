@@ -94,12 +94,15 @@ def pending_statement(models: Models) -> sa.Select[Any]:
         _select(
             job.kind,
             sa.func.count().filter(eligible),
-            sa.func.count().filter(sa.not_(eligible)),
+            sa.func.count().filter(sa.not_(eligible), job.visible_at < _INFINITY),  # not waiting
             now - sa.func.min(job.visible_at).filter(eligible),
         )
         .where(job.status == Status.PENDING.value)
         .group_by(job.kind)
     )
+
+
+_INFINITY = sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True))  # a literal: asyncpg binds no text
 
 
 def expired_statement(models: Models) -> sa.Select[Any]:

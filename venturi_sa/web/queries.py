@@ -235,6 +235,8 @@ def _reason(detail: Detail) -> str:
     job, now, runs = detail.job, detail.now, detail.runs
     if job.status == "pending":
         waiting = detail.waiting_for
+        if waiting is not None and job.visible_at.year >= 9999:  # 'infinity': waits for its parents
+            return "waiting for its parents (listed below) to end"
         if waiting is not None:
             why = WAITS.get(waiting, "scheduled")
             return f"not eligible until {job.visible_at:%Y-%m-%d %H:%M:%S %Z} ({why})"
@@ -286,6 +288,15 @@ def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None
         except JobNotFound:  # deleted meanwhile: show what was read
             pass
     return replace(found, why=why)
+
+
+def dependencies(models: Models, engine: sa.Engine, job_id: str) -> dict[str, Any]:
+    """``parents`` and ``dependents`` of the job (``after=``) for its page; empty lists if it has none."""
+    ops = Operations(models)
+    try:
+        return {"parents": ops.parents(engine, job_id), "dependents": ops.dependents(engine, job_id)}
+    except JobNotFound:  # deleted meanwhile
+        return {"parents": [], "dependents": []}
 
 
 @dataclass(frozen=True, kw_only=True)

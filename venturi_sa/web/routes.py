@@ -168,7 +168,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         found = queries.detail_page(dashboard.models, dashboard.engine, job_id)
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
-        return {"view": found}
+        return {"view": found, **queries.dependencies(dashboard.models, dashboard.engine, job_id)}
 
     async def job_json(request: Request) -> Response:
         """One JSON field of a job in full (what its page shows truncated), as a download."""

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
+from venturi_sa.ops.dependents import ParentInfo
 from venturi_sa.storage.params import ClaimedJob
+from venturi_sa.worker import parents as parent_reads
 from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress
 from venturi_sa.worker.joblog import job_log
@@ -54,6 +56,7 @@ class JobContext:
         self._lease_lost: list[bool] = [False]  # shared with fresh() copies of this context
         self._cancel = CancelState()  # likewise shared (runtime control, see worker/cancel.py)
         self.checkpointer = checkpointer  # writes ctx.checkpoint() (worker/checkpoint.py); None: checks only
+        self._parents: list[ParentInfo] | None = None  # ctx.parents, read on first use (worker/parents.py)
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -116,6 +119,27 @@ class JobContext:
                 raise InvalidOption("ctx.session_async is not available in this context")
             self._async_session = self._open_async_session()
         return self._async_session
+
+    @property
+    def parents(self) -> list[ParentInfo]:
+        """This job's parents (``after=``) in the order given: ``ParentInfo(id, kind, status, result, note)``.
+
+        Read in one query on first access, then kept; ``result`` is None
+        unless the parent completed.  See :meth:`iter_parents` for large fan-ins.
+        """
+        if self._parents is None:
+            self._parents = parent_reads.read(self)
+        return self._parents
+
+    async def parents_async(self) -> list[ParentInfo]:
+        """:attr:`parents` from an ``async def`` handler (read in a thread, so the loop is not blocked)."""
+        import asyncio
+
+        return self._parents if self._parents is not None else await asyncio.to_thread(lambda: self.parents)
+
+    def iter_parents(self, batch: int = 1000) -> Iterator[ParentInfo]:
+        """This job's parents in order, read ``batch`` at a time (one short query each), none kept."""
+        return parent_reads.batches(self, batch)
 
     @property
     def session_used(self) -> bool:

@@ -27,6 +27,7 @@ SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
     "checkpoint.py": (frozenset({"worker", "storage"}), "ctx.checkpoint in a running handler, and its fenced write"),
     "cleanup.py": (frozenset({"ops", "storage"}), "retention cleanup: the API and its SQL"),
     "clock.py": (frozenset({"testing", "storage"}), "the test clock: the helper and its SQL"),
+    "dependents.py": (frozenset({"ops", "storage"}), "jobs that wait for other jobs: the operations and their SQL"),
     "enqueue.py": (frozenset({"", "storage"}), "enqueue: validation and merge decisions, and its SQL"),
     "explain.py": (frozenset({"ops", "storage"}), "why a job is not running: the API and the facts its SQL reads"),
     "history.py": (frozenset({"ops", "storage"}), "job history reads: the API and its SQL"),

@@ -1,0 +1,140 @@
+"""A job's parents and dependents (``after=``), and the operator actions that follow dependencies.
+
+Reads run in one short transaction.  :func:`cancel_with_dependents` cancels
+a job and every transitive dependent in one transaction (committed on
+return, rolled back on any error; joined, never committed, when given a
+``Session``); each cancelled job gets its own journal row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa.errors import InvalidTransition
+from venturi_sa.models import Models
+from venturi_sa.ops.cancel import Cancelled, cancel_in
+from venturi_sa.ops.history import job_not_found
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import dependent_reads as reads
+from venturi_sa.storage import dependents as dependents_store
+from venturi_sa.storage import history as history_store
+from venturi_sa.storage.dependent_reads import ParentsParams
+from venturi_sa.storage.history import JobParams
+from venturi_sa.storage.params import Runner
+from venturi_sa.task import Registry
+
+PARENTS_BATCH = 1000
+"""How many parents one read of :func:`iter_parents` (and ``ctx.iter_parents()``) fetches."""
+
+
+@dataclass(frozen=True)
+class ParentInfo:
+    """One parent of a job: ``result`` is what ``queue.result`` gives (None unless completed); ``note`` its
+    last journal note."""
+
+    id: str
+    kind: str | None
+    status: str | None
+    result: Any
+    note: str | None
+
+
+@dataclass(frozen=True)
+class DependentInfo:
+    """One job that named this job in ``after=``, with the policy it applies if this job ends dead."""
+
+    id: str
+    kind: str
+    status: str
+    if_parent_dead: str
+
+
+def parent_rows(models: Models, runner: Runner, job_id: str, offset: int = 0,
+                limit: int | None = None) -> list[ParentInfo]:
+    """The parents at positions ``offset``.. of ``job_id``, in ``after=`` order, read in ``runner``."""
+    rows = reads.parents(models, runner, ParentsParams(job_id=job_id, offset=offset, limit=limit))
+    return [ParentInfo(id=r.id, kind=r.kind, status=r.status, result=r.result, note=r.note) for r in rows]
+
+
+def _known(models: Models, session: Session, job_id: str) -> None:
+    if history_store.fetch_job(models, session, JobParams(job_id=job_id)) is None:
+        if archived.archived_status(models, session, job_id) is None:
+            raise job_not_found(models, job_id)
+
+
+def parents(models: Models, engine: sa.Engine, job_id: str) -> list[ParentInfo]:
+    """The job's parents in the order ``after=`` gave them; ``JobNotFound`` for no such job."""
+    with short_transaction(models, engine) as session:
+        _known(models, session, job_id)
+        return parent_rows(models, session, job_id)
+
+
+def iter_parents(models: Models, engine: sa.Engine, job_id: str, batch: int = PARENTS_BATCH) -> Iterator[ParentInfo]:
+    """The job's parents in order, read ``batch`` at a time (one short transaction per batch)."""
+    offset = 0
+    while True:
+        with short_transaction(models, engine) as session:
+            rows = parent_rows(models, session, job_id, offset, batch)
+        yield from rows
+        if len(rows) < batch:
+            return
+        offset += batch
+
+
+def dependents(models: Models, engine: sa.Engine, job_id: str) -> list[DependentInfo]:
+    """The jobs waiting for (or that waited for) ``job_id``, oldest first; ``JobNotFound`` for no such job."""
+    with short_transaction(models, engine) as session:
+        _known(models, session, job_id)
+        return [DependentInfo(id=r.id, kind=r.kind, status=r.status, if_parent_dead=r.policy)
+                for r in reads.dependents(models, session, job_id)]
+
+
+def refuse_waiting(models: Models, runner: Runner, job_id: str, what: str) -> None:
+    """``InvalidTransition`` naming the unfinished parents if ``job_id`` waits for any (``what``: the change)."""
+    waiting = reads.waiting(models, runner, job_id)
+    if waiting is not None and waiting.remaining > 0:
+        shown = ", ".join(waiting.unfinished) + (", ..." if waiting.remaining > len(waiting.unfinished) else "")
+        raise InvalidTransition(f"cannot {what} job {job_id}: it waits for {waiting.remaining} of its "
+                                f"{waiting.total} parents ({shown}); it runs when they have ended")
+
+
+def waiting_text(models: Models, runner: Runner, job_id: str) -> str | None:
+    """``explain``'s ``waiting_on_parents`` sentence if ``job_id`` waits for parents, else None."""
+    waiting = reads.waiting(models, runner, job_id)
+    if waiting is None or waiting.remaining <= 0:
+        return None
+    shown = ", ".join(waiting.unfinished) + (", ..." if waiting.remaining > len(waiting.unfinished) else "")
+    return (f"waiting for {waiting.remaining} of {waiting.total} parents: {shown} (it becomes eligible when "
+            "the last of them completes or dies)")
+
+
+def cancel_with_dependents(models: Models, runner: Runner, job_id: str, note: str | None, actor: str,
+                           registry: Registry | None = None) -> Cancelled:
+    """Cancel ``job_id`` and every transitive dependent not yet terminal, whatever its policy.
+
+    Dependents are cancelled first (a pending one ends ``dead`` now, a
+    claimed one gets a cancel request), each journaled with a note naming
+    the job; then the job itself, as :func:`~venturi_sa.ops.cancel.cancel`.
+    """
+    for dependent in dependents_store.downstream(models, runner, job_id):
+        try:
+            cancel_in(models, runner, dependent, f"with its parent {job_id}" + (f": {note}" if note else ""),
+                      actor, registry)
+        except InvalidTransition:
+            continue  # it finished meanwhile
+    return cancel_in(models, runner, job_id, note, actor, registry)
+
+
+def cancel(models: Models, bind: sa.Engine | Session, job_id: str, note: str | None, actor: str,
+           registry: Registry | None = None) -> Cancelled:
+    """:func:`cancel_with_dependents` in ``bind``'s transaction (a Session) or a short one (an Engine)."""
+    if isinstance(bind, Session):
+        return cancel_with_dependents(models, bind, job_id, note, actor, registry)
+    with short_transaction(models, bind) as session:
+        return cancel_with_dependents(models, session, job_id, note, actor, registry)

@@ -1,0 +1,120 @@
+"""Reads of the dependency tables: a job's parents and dependents, why it waits, how many wait.
+
+Plain ``SELECT``s without locks, in the caller's transaction.  A parent that
+moved to the archive is read from it (its kind and status; its result and
+note are then None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from venturi_sa.models import Models
+from venturi_sa.storage.params import Runner
+
+
+def _names(models: Models) -> dict[str, str]:
+    n = models.names
+    return {"jobs": n.jobs, "journal": n.journal, "archive": n.archive,
+            "waits": models.workflow.waits_table.name, "parents": models.workflow.parents_table.name}
+
+
+_STATEMENTS: dict[tuple[str, str], sa.TextClause] = {}
+
+
+def _statement(models: Models, name: str, text: str, **columns: Any) -> sa.TextClause:
+    key = (models.prefix, name)
+    if key not in _STATEMENTS:
+        clause = sa.text(text.format(**_names(models)))
+        _STATEMENTS[key] = clause.columns(**columns) if columns else clause  # type: ignore[assignment]
+    return _STATEMENTS[key]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParentsParams:
+    """The parents of ``job_id`` at positions ``offset`` to ``offset + limit - 1`` (the ``after=`` order)."""
+
+    job_id: str
+    offset: int = 0
+    limit: int | None = None
+
+
+_PARENTS = """
+SELECT p.parent_id AS id, coalesce(j.kind, a.kind) AS kind, coalesce(j.status, a.status) AS status,
+       (SELECT e.attachment FROM {journal} AS e
+        WHERE e.job_id = p.parent_id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1) AS result,
+       (SELECT e.note FROM {journal} AS e WHERE e.job_id = p.parent_id ORDER BY e.id DESC LIMIT 1) AS note
+FROM {parents} AS p
+LEFT JOIN {jobs} AS j ON j.id = p.parent_id
+LEFT JOIN {archive} AS a ON j.id IS NULL AND a.id = p.parent_id
+WHERE p.job_id = :job_id AND p.position >= :offset
+ORDER BY p.position
+LIMIT :limit
+"""
+
+
+def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Row[Any]]:
+    """Rows ``(id, kind, status, result, note)`` of the job's parents, in the order ``after=`` gave them.
+
+    ``result`` is the attachment of the parent's last ``completed`` journal
+    row (None unless it completed), ``note`` its last journal note.
+    """
+    stmt = _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
+                      result=postgresql.JSONB(none_as_null=True), note=sa.Text)
+    return list(runner.execute(stmt, {"job_id": params.job_id, "offset": params.offset,
+                                      "limit": params.limit}))
+
+
+_DEPENDENTS = """
+SELECT p.job_id AS id, j.kind, j.status, p.policy
+FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
+WHERE p.parent_id = :job_id
+ORDER BY j.created_at, j.id
+"""
+
+
+def dependents(models: Models, runner: Runner, job_id: str) -> list[sa.Row[Any]]:
+    """Rows ``(id, kind, status, policy)`` of the jobs that named ``job_id`` in ``after=``, oldest first."""
+    stmt = _statement(models, "dependents", _DEPENDENTS)
+    return list(runner.execute(stmt, {"job_id": job_id}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Waiting:
+    """A job with parents: how many it has, how many are unfinished, and the first unfinished ones."""
+
+    total: int
+    remaining: int
+    unfinished: tuple[str, ...]
+
+
+_WAITING = """
+SELECT w.remaining,
+       (SELECT count(*) FROM {parents} AS p WHERE p.job_id = w.job_id) AS total,
+       ARRAY(SELECT p.parent_id FROM {parents} AS p WHERE p.job_id = w.job_id AND NOT p.done
+             ORDER BY p.position LIMIT :shown) AS unfinished
+FROM {waits} AS w WHERE w.job_id = :job_id
+"""
+
+
+def waiting(models: Models, runner: Runner, job_id: str, shown: int = 5) -> Waiting | None:
+    """The job's parent counts and up to ``shown`` unfinished parent ids; None if it has no parents."""
+    row = runner.execute(_statement(models, "waiting", _WAITING), {"job_id": job_id, "shown": shown}).first()
+    if row is None:
+        return None
+    return Waiting(total=row.total, remaining=row.remaining, unfinished=tuple(row.unfinished))
+
+
+_WAITING_COUNT = """
+SELECT count(*) FROM {waits} AS w JOIN {jobs} AS j ON j.id = w.job_id
+WHERE w.remaining > 0 AND j.status = 'pending' AND j.visible_at = 'infinity'
+"""
+
+
+def waiting_count(models: Models, runner: Runner) -> int:
+    """How many pending jobs wait for unfinished parents."""
+    return int(runner.execute(_statement(models, "waiting_count", _WAITING_COUNT)).scalar_one())
