@@ -21,6 +21,8 @@ from venturi_sa.errors import (
     JobNotFound,
     LeaseLost,
     SchemaNotMigrated,
+    SignalConflict,
+    Suspended,
     UnknownKind,
     VenturiError,
 )
@@ -29,6 +31,7 @@ from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
+from venturi_sa.ops.steps import SignalInfo, Signalled, StepInfo
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
@@ -69,8 +72,13 @@ __all__ = [
     "Retry",
     "ScheduleInfo",
     "SchemaNotMigrated",
+    "SignalConflict",
+    "SignalInfo",
+    "Signalled",
     "Stats",
     "Status",
+    "StepInfo",
+    "Suspended",
     "Task",
     "UnknownKind",
     "VenturiError",
