@@ -9,7 +9,8 @@ on the first call (a handler that calls none of these pays nothing).
 
 - ``ctx.step(name, fn)`` returns the recorded result of ``name`` without
   calling ``fn``, or calls ``fn()`` and records what it returned (JSON; None
-  is JSON null) once it has returned.  If ``fn`` raises nothing is recorded.
+  is JSON null) once it has returned.  If ``fn`` raises nothing is recorded
+  (and the same run may call that step again).
   With ``transactional=True``, ``fn(session)`` runs in the record's own
   transaction, so its database writes commit with the record, exactly once.
 - ``ctx.sleep`` / ``ctx.sleep_until`` record the wake time on the database
@@ -162,23 +163,31 @@ class DurableSteps:
         record): pass ``ctx.step_key(name)`` as its idempotency key.
         """
         self._use(_check_name(name))
-        recorded = self._replayed(name, "step")
-        if recorded is not None:
-            return recorded.result
-        started = time.monotonic()
-        if transactional:
-            return self._transactional(name, fn, started)
-        return self._record(name, fn(), started)
+        try:
+            recorded = self._replayed(name, "step")
+            if recorded is not None:
+                return recorded.result
+            started = time.monotonic()
+            if transactional:
+                return self._transactional(name, fn, started)
+            return self._record(name, fn(), started)
+        except BaseException:
+            self._durable.used.discard(name)  # nothing recorded: this run may call the step again
+            raise
 
     async def step_async(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`step` for a coroutine function: ``await fn()`` once, record its result (in a thread)."""
         self._use(_check_name(name))
-        recorded = await asyncio.to_thread(self._replayed, name, "step")
-        if recorded is not None:
-            return recorded.result
-        started = time.monotonic()
-        value = await fn()
-        return await asyncio.to_thread(self._record, name, value, started)
+        try:
+            recorded = await asyncio.to_thread(self._replayed, name, "step")
+            if recorded is not None:
+                return recorded.result
+            started = time.monotonic()
+            value = await fn()
+            return await asyncio.to_thread(self._record, name, value, started)
+        except BaseException:
+            self._durable.used.discard(name)  # nothing recorded: this run may call the step again
+            raise
 
     def _replayed(self, name: str, entry: str) -> store.StepRecord | None:
         record = self._recorded(name)
@@ -209,8 +218,7 @@ class DurableSteps:
         def work(runner: Runner) -> store.StepRecord | None:
             if not store.hold_fence(models, runner, fence):
                 return None
-            session = runner if isinstance(runner, Session) else Session(
-                bind=runner, join_transaction_mode="conservative_savepoint")
+            session = runner if isinstance(runner, Session) else Session(bind=runner)  # joins its transaction
             try:
                 stored = self._stored(name, fn(session))
                 session.flush()
