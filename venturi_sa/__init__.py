@@ -29,9 +29,9 @@ from venturi_sa.errors import (
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
+from venturi_sa.ops.job_steps import SignalInfo, Signalled, StepInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
-from venturi_sa.ops.steps import SignalInfo, Signalled, StepInfo
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue

@@ -23,6 +23,7 @@ from venturi_sa.states import Status
 from venturi_sa.storage import admin as admin_store
 from venturi_sa.storage import archive as archiving
 from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
 
@@ -35,7 +36,8 @@ _HINTS = {
 
 
 def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
-           note: str | None, actor: str | None, registry: Registry | None = None) -> JobInfo:
+           note: str | None, actor: str | None, registry: Registry | None = None,
+           reset_steps: bool = False) -> JobInfo:
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
@@ -55,13 +57,19 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
                 f"applies only to {action.from_status.value} jobs ({_HINTS[status]})")
         if registry is not None and result.job.status == Status.DEAD.value:
             make_owed_calls(session, models, registry, job_ids=[job_id])
+        if reset_steps:
+            step_store.reset(models, session, job_id)  # the handler's steps, sleeps and waits run afresh
         return JobInfo(**result.job._mapping)
 
 
 def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
-            actor: str | None = None) -> JobInfo:
-    """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``."""
-    return _admin(models, engine, job_id, REQUEUE, note, actor)
+            actor: str | None = None, reset_steps: bool = False) -> JobInfo:
+    """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``.
+
+    The job's recorded steps are kept (they replay), unless ``reset_steps``
+    deletes them in the same transaction.
+    """
+    return _admin(models, engine, job_id, REQUEUE, note, actor, reset_steps=reset_steps)
 
 
 def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,

@@ -26,7 +26,7 @@ from venturi_sa import payloads
 from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
-from venturi_sa.ops import steps as durable
+from venturi_sa.ops import job_steps as durable
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.explain import Explanation, explain
@@ -142,9 +142,13 @@ class Operations:
     # -- acting on one job ------------------------------------------------------------------------
 
     @operation
-    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
-        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled."""
-        return admin.requeue(self.models, engine, job_id, note, actor)
+    def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR,
+                reset_steps: bool = False) -> JobInfo:
+        """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled.
+
+        Recorded steps are kept (they replay); ``reset_steps=True`` deletes them with the requeue.
+        """
+        return admin.requeue(self.models, engine, job_id, note, actor, reset_steps)
 
     @operation
     def kill(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
@@ -221,7 +225,7 @@ class Operations:
         with an ``Engine`` it is its own short transaction.  Raises
         ``SignalConflict`` (another payload under that name),
         ``InvalidTransition`` (a terminal job, or its wait already timed
-        out) or ``JobNotFound``.  See :mod:`venturi_sa.ops.steps`.
+        out) or ``JobNotFound``.  See :mod:`venturi_sa.ops.job_steps`.
         """
         return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes)
 

@@ -198,3 +198,16 @@ def job_exists(models: Models, runner: Runner, job_id: str) -> bool:
     """Whether ``job_id`` is a row of the jobs table."""
     job = models.jobs_table.c
     return runner.execute(sa.select(job.id).where(job.id == job_id)).first() is not None
+
+
+def suspension(models: Models, runner: Runner, job_id: str) -> StepRecord | None:
+    """What holds a pending job back, if a durable wait or sleep does: its open wait, else its latest future sleep.
+
+    Read by ``explain`` (``waiting_for_signal``, ``sleeping``) in the caller's transaction.
+    """
+    c = models.steps_table.c
+    rows = runner.execute(sa.select(*_columns(models)).where(
+        c.job_id == job_id, sa.or_(sa.and_(c.entry == "wait", c.resolution.is_(None)),
+                                   sa.and_(c.entry == "sleep", c.wake_at > sa.func.now())))
+        .order_by(sa.case((c.entry == "wait", 0), else_=1), c.started_at.desc()).limit(1)).all()
+    return _records(rows)[0] if rows else None
