@@ -19,6 +19,7 @@ from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
 
 
@@ -28,7 +29,21 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
         raw = stats_store.read_stats(models, session, StatsParams())
         raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
-    return dataclasses.replace(shape_stats(raw), schedules=schedules)
+        held = step_store.held_counts(models, session)
+    return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules), held)
+
+
+def with_held(stats: Stats, held: list[tuple[str, int, int]]) -> Stats:
+    """``stats`` with sleeping and waiting-for-signal jobs moved out of ``scheduled`` into counts of their own."""
+    if not held:
+        return stats
+    by_kind = {kind: dict(counts) for kind, counts in stats.by_kind.items()}
+    for kind, sleeping, waiting in held:
+        if kind in by_kind:
+            by_kind[kind]["scheduled"] -= sleeping + waiting
+    sleeping, waiting = sum(h[1] for h in held), sum(h[2] for h in held)
+    return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - waiting,
+                               sleeping=sleeping, waiting_for_signal=waiting)
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

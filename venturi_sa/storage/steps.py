@@ -211,3 +211,25 @@ def suspension(models: Models, runner: Runner, job_id: str) -> StepRecord | None
                                    sa.and_(c.entry == "sleep", c.wake_at > sa.func.now())))
         .order_by(sa.case((c.entry == "wait", 0), else_=1), c.started_at.desc()).limit(1)).all()
     return _records(rows)[0] if rows else None
+
+
+def has_any(models: Models, runner: Runner, job_id: str) -> bool:
+    """Whether ``job_id`` has recorded steps, sleeps or waits."""
+    c = models.steps_table.c
+    return runner.execute(sa.select(sa.exists().where(c.job_id == job_id))).scalar_one() is True
+
+
+def held_counts(models: Models, runner: Runner) -> list[tuple[str, int, int]]:
+    """``(kind, sleeping, waiting_for_signal)`` of the pending jobs not yet visible that a durable sleep or an
+    open wait holds back (read by ``stats``, in the caller's snapshot)."""
+    job, c = models.jobs_table.c, models.steps_table.c
+    waiting = sa.exists().where(c.job_id == job.id, c.entry == "wait", c.resolution.is_(None))
+    sleeping = sa.exists().where(c.job_id == job.id, c.entry == "sleep", c.wake_at > sa.func.now())
+    rows = runner.execute(
+        sa.select(job.kind,
+                  sa.func.count().filter(sa.and_(sleeping, sa.not_(waiting))),
+                  sa.func.count().filter(waiting))
+        .where(job.status == Status.PENDING.value, job.visible_at > sa.func.now(),
+               sa.exists().where(c.job_id == job.id))
+        .group_by(job.kind)).all()
+    return [(r[0], int(r[1]), int(r[2])) for r in rows]
