@@ -233,3 +233,14 @@ def held_counts(models: Models, runner: Runner) -> list[tuple[str, int, int]]:
                sa.exists().where(c.job_id == job.id))
         .group_by(job.kind)).all()
     return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+
+def next_wake(models: Models, runner: Runner, kinds: list[str]) -> datetime | None:
+    """The soonest wake time of a pending job of ``kinds`` in a durable sleep, or None."""
+    job, c = models.jobs_table.c, models.steps_table.c
+    asleep = sa.exists().where(c.job_id == job.id, c.entry == "sleep", c.wake_at == job.visible_at)
+    value: datetime | None = runner.execute(
+        sa.select(sa.func.min(job.visible_at)).where(
+            job.status == Status.PENDING.value, job.kind.in_(kinds), job.visible_at > sa.func.now(),
+            asleep)).scalar_one()
+    return value

@@ -22,6 +22,7 @@ from venturi_sa.testing.async_session import (
 )
 from venturi_sa.testing.clock import Clock, clock
 from venturi_sa.testing.drain import DrainedRun, DrainError, DrainResult, drain
+from venturi_sa.testing.durable import signal
 from venturi_sa.testing.inline import InlineOutsideTests, InlineRunner, inline
 from venturi_sa.testing.perform import Performed, RejectedOutcome, perform, perform_async
 from venturi_sa.testing.purge import purge
@@ -54,4 +55,5 @@ __all__ = [
     "refute_enqueued_async",
     "rolled_back_async_session",
     "rolled_back_session",
+    "signal",
 ]
