@@ -105,10 +105,14 @@ def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
     with opened(dsn, prefix) as engine:
         job = queue.get_job(engine, job_id)
         journal = queue.journal(engine, job_id)
+        steps = queue.steps(engine, job_id)
     if as_json:
-        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal]})
+        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal],
+                   "steps": [step.as_dict() for step in steps]})
     else:
-        click.echo(render_job(job, journal))
+        from venturi_sa.cli.job_signals import render_steps  # registered after this module
+
+        click.echo(render_job(job, journal) + render_steps(journal, steps))
 
 
 def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,
