@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import click
@@ -18,7 +17,7 @@ from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.jobs import jobs
 from venturi_sa.cli.options import queue_options
 from venturi_sa.cli.output import emit_json, table
-from venturi_sa.ops.job_steps import StepInfo
+from venturi_sa.ops.job_steps import StepInfo, timeline
 from venturi_sa.ops.records import JournalInfo
 
 TIMELINE_HEADERS = ("at", "run", "entry", "name / outcome", "took", "detail")
@@ -49,30 +48,9 @@ def signal(dsn: str | None, prefix: str, as_json: bool, payload: Any, job_id: st
         click.echo(f"job {job_id}: signal {name!r} {sent.result}")
 
 
-def _step_detail(step: StepInfo) -> str:
-    if step.entry == "step":
-        return json.dumps(step.result)
-    until = step.wake_at.isoformat() if step.wake_at is not None else "no timeout"
-    if step.entry == "sleep":
-        return f"wakes at {until}"
-    if step.resolution is None:
-        return f"waiting until {until}"
-    return f"{step.resolution}: {json.dumps(step.result)}" if step.resolution == "signal" else "timed out"
-
-
-def timeline(journal: Sequence[JournalInfo], steps: Sequence[StepInfo]) -> list[list[Any]]:
-    """Journal entries and steps in time order: ``[at, run, entry, name / outcome, took, detail]``."""
-    rows: list[tuple[datetime, int, list[Any]]] = []
-    for e in journal:
-        rows.append((e.recorded_at, 1, [e.recorded_at, e.run_no, "journal", e.outcome, None, e.note]))
-    for s in steps:
-        took = (s.finished_at - s.started_at) if s.finished_at is not None and s.entry == "step" else None
-        rows.append((s.started_at, 0, [s.started_at, s.run_no, s.entry, s.name, took, _step_detail(s)]))
-    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
-
-
 def render_steps(journal: Sequence[JournalInfo], steps: Sequence[StepInfo]) -> str:
     """The job's steps interleaved with its journal, as text (empty for a job without steps)."""
     if not steps:
         return ""
-    return f"\n\nsteps and journal:\n{table(TIMELINE_HEADERS, timeline(journal, steps), right=('run',))}"
+    rows = [[r.at, r.run_no, r.entry, r.name, r.took, r.detail] for r in timeline(journal, steps)]
+    return f"\n\nsteps and journal:\n{table(TIMELINE_HEADERS, rows, right=('run',))}"

@@ -89,7 +89,9 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
-        held = step_store.suspension(models, session, job_id) if view is not None else None
+        job_row = facts.job if facts is not None else None
+        held = (step_store.suspension(models, session, job_id) if job_row is not None and facts is not None
+                and job_row.status == Status.PENDING.value and job_row.visible_at > facts.now else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
             if view is not None:

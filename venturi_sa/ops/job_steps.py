@@ -10,8 +10,10 @@ short transaction of its own.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -79,6 +81,40 @@ class SignalInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "payload": self.payload, "sent_at": self.sent_at.isoformat()}
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One line of a job's steps interleaved with its journal (``jobs show``, the dashboard's job page)."""
+
+    at: datetime
+    run_no: int
+    entry: str  # "step", "sleep", "wait" or "journal"
+    name: str  # the step's name, or the journal entry's outcome
+    took: timedelta | None  # a step's duration
+    detail: str | None  # a step's result, a sleep's wake time, a wait's state, a journal note
+
+
+def _step_detail(step: StepInfo) -> str:
+    if step.entry == "step":
+        return json.dumps(step.result)
+    until = step.wake_at.isoformat() if step.wake_at is not None else "no timeout"
+    if step.entry == "sleep":
+        return f"wakes at {until}"
+    if step.resolution is None:
+        return f"waiting until {until}"
+    return f"signal: {json.dumps(step.result)}" if step.resolution == "signal" else "timed out"
+
+
+def timeline(journal: Sequence[Any], steps: Sequence[StepInfo]) -> list[TimelineRow]:
+    """Journal entries (``recorded_at``, ``run_no``, ``outcome``, ``note``) and steps, in time order."""
+    rows: list[tuple[datetime, int, TimelineRow]] = []
+    for e in journal:
+        rows.append((e.recorded_at, 1, TimelineRow(e.recorded_at, e.run_no, "journal", e.outcome, None, e.note)))
+    for s in steps:
+        took = (s.finished_at - s.started_at) if s.finished_at is not None and s.entry == "step" else None
+        rows.append((s.started_at, 0, TimelineRow(s.started_at, s.run_no, s.entry, s.name, took, _step_detail(s))))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 
 def _check_name(name: object) -> str:
