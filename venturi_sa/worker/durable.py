@@ -62,6 +62,10 @@ class DurableState:
     suspension: Suspended | None = None
 
 
+class _FencedOut(Exception):  # noqa: N818 - internal: a transactional step's fence failed, roll it back
+    pass
+
+
 def _seconds(value: object, what: str, positive: bool = False) -> timedelta:
     if isinstance(value, timedelta):
         delay = value
@@ -215,9 +219,7 @@ class DurableSteps:
             raise InvalidOption("ctx.step(..., transactional=True) needs a database (this run has none)")
         fence = self._job.fence
 
-        def work(runner: Runner) -> store.StepRecord | None:
-            if not store.hold_fence(models, runner, fence):
-                return None
+        def work(runner: Runner) -> store.StepRecord:
             session = runner if isinstance(runner, Session) else Session(bind=runner)  # joins its transaction
             try:
                 stored = self._stored(name, fn(session))
@@ -225,9 +227,17 @@ class DurableSteps:
             finally:
                 if session is not runner:
                     session.close()
-            return store.record_step(models, runner, fence, name, stored, time.monotonic() - started)
+            # the job row is locked (FOR SHARE) only now, for the record: not while fn runs
+            record = store.record_step(models, runner, fence, name, stored, time.monotonic() - started)
+            if record is None:
+                raise _FencedOut  # rolls fn's writes back with the transaction
+            return record
 
-        return self._keep(self._fenced(self._tx(work))).result
+        try:
+            recorded = self._tx(work)
+        except _FencedOut:
+            recorded = None
+        return self._keep(self._fenced(recorded)).result
 
     # -- sleeps -------------------------------------------------------------------------------
     def sleep(self, delay: timedelta | float, *, name: str | None = None) -> None:

@@ -157,3 +157,40 @@ def test_task_functions_and_async_handlers_get_the_same_methods(engine: sa.Engin
     drain(queue, engine)
     assert queue.result(engine, job_id) == "charged"
     assert calls == ["charge"]
+
+
+def test_a_zombie_transactional_step_rolls_its_writes_back(engine: sa.Engine, models: Any) -> None:
+    table = sa.Table(f"{models.prefix}_writes", sa.MetaData(), sa.Column("run", sa.Integer, primary_key=True))
+    table.create(engine)
+    released = threading.Event()
+    raised: list[Any] = []
+
+    class Slow(Task):
+        KIND = "slow_tx"
+
+        def run(self, ctx: JobContext) -> Any:
+            def write(session: Session) -> int:
+                if ctx.run_count == 1:
+                    released.wait(WAIT)  # an operator releases the job meanwhile: this run is a zombie
+                session.execute(table.insert().values(run=ctx.run_count))
+                return ctx.run_count
+
+            try:
+                return ctx.step("write", write, transactional=True)
+            except LeaseLost as exc:
+                raised.append(exc)
+                raise
+
+    queue = Queue(models, [Slow])
+    [job_id] = enqueue(engine, queue, Slow())
+    events = Events()
+    with running(Worker(queue, engine, concurrency=2, poll_interval=0.1, on_event=events)):
+        events.wait_for("claimed", job_id=job_id)
+        queue.release(engine, job_id, note="operator")
+        events.wait_count("claimed", 2)
+        released.set()
+        events.wait_count("finished", 2)
+    assert len(raised) == 1
+    assert queue.result(engine, job_id) == 2
+    with engine.connect() as conn:
+        assert [r.run for r in conn.execute(sa.select(table.c.run))] == [2]  # the zombie's write rolled back
