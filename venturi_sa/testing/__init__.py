@@ -22,11 +22,11 @@ from venturi_sa.testing.async_session import (
 )
 from venturi_sa.testing.clock import Clock, clock
 from venturi_sa.testing.drain import DrainedRun, DrainError, DrainResult, drain
-from venturi_sa.testing.durable import signal
 from venturi_sa.testing.inline import InlineOutsideTests, InlineRunner, inline
 from venturi_sa.testing.perform import Performed, RejectedOutcome, perform, perform_async
 from venturi_sa.testing.purge import purge
 from venturi_sa.testing.sessions import rolled_back_session
+from venturi_sa.testing.sleeps import signal
 
 __all__ = [
     "AsyncClock",
