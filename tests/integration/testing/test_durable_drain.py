@@ -47,3 +47,19 @@ def _steps(s: Session, models: Models, job_id: str) -> list[Any]:
     c = models.steps_table.c
     return list(s.execute(sa.select(c.name, c.wake_at, c.resolution).where(c.job_id == job_id)
                           .order_by(c.started_at)))
+
+
+def test_perform_runs_steps_unrecorded_and_reports_a_suspension_as_paused() -> None:
+    from venturi_sa.testing import perform
+
+    class Nap(Task):
+        KIND = "perform_nap"
+
+        def run(self, ctx: JobContext) -> Any:
+            seen.append(ctx.step("a", lambda: "ran"))
+            ctx.sleep(10)
+
+    seen.clear()
+    performed = perform(Nap())
+    assert seen == ["ran"]
+    assert (performed.outcome.value, performed.note, performed.error) == ("paused", "sleeping (sleep#1)", None)
