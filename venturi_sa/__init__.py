@@ -21,12 +21,15 @@ from venturi_sa.errors import (
     JobNotFound,
     LeaseLost,
     SchemaNotMigrated,
+    SignalConflict,
+    Suspended,
     UnknownKind,
     VenturiError,
 )
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
+from venturi_sa.ops.job_steps import SignalInfo, Signalled, StepInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
@@ -69,8 +72,13 @@ __all__ = [
     "Retry",
     "ScheduleInfo",
     "SchemaNotMigrated",
+    "SignalConflict",
+    "SignalInfo",
+    "Signalled",
     "Stats",
     "Status",
+    "StepInfo",
+    "Suspended",
     "Task",
     "UnknownKind",
     "VenturiError",

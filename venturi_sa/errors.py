@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class VenturiError(Exception):
     """Root of every error venturi raises on purpose."""
@@ -81,3 +83,30 @@ class LeaseLost(VenturiError):
     Raised by ``ctx.checkpoint()`` when its fenced write found no row: nothing
     was written, and nothing else of the run will be committed.
     """
+
+
+class SignalConflict(VenturiError):
+    """``queue.signal`` with a payload other than the one already stored under that name for the job.
+
+    Nothing was written; the first signal of a name wins (an identical repeat
+    is a harmless duplicate).
+    """
+
+
+class Suspended(BaseException):  # noqa: N818 - the name is the API (``venturi_sa.Suspended``)
+    """Raised by ``ctx.sleep``, ``ctx.sleep_until`` and ``ctx.wait_for`` to end the run until it may resume.
+
+    A ``BaseException``, so ``except Exception`` in a handler cannot swallow
+    it: let it propagate.  The run is then journaled ``paused`` with a note,
+    the job is ``pending`` until ``until`` (the wake time, the wait's
+    deadline, or never for a wait without a timeout, until its signal comes),
+    and ``ctx.session`` commits with that outcome.  A handler that catches it
+    and returns anyway ends as a retryable failure ("suspension swallowed").
+    """
+
+    def __init__(self, what: str, name: str, until: datetime | None, note: str) -> None:
+        super().__init__(note)
+        self.what = what  # "sleep" or "wait"
+        self.name = name
+        self.until = until
+        self.note = note

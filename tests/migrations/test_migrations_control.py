@@ -98,6 +98,8 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.archive_table.create(engine)  # v9's
     models.workflow.waits_table.create(engine)  # v12's
     models.workflow.parents_table.create(engine)
+    models.steps_table.create(engine)  # v13's
+    models.signals_table.create(engine)
     alembic_venturi.check_current(engine, prefix)
 
 

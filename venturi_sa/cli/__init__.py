@@ -8,6 +8,7 @@ dashboard.
 from __future__ import annotations
 
 import venturi_sa.cli.control  # noqa: F401 - each module registers its commands
+import venturi_sa.cli.job_signals  # noqa: F401
 import venturi_sa.cli.jobs  # noqa: F401
 import venturi_sa.cli.migrate  # noqa: F401
 import venturi_sa.cli.ops  # noqa: F401

@@ -108,11 +108,15 @@ def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
         job = queue.get_job(engine, job_id)
         journal = queue.journal(engine, job_id)
         parents, dependents = queue.parents(engine, job_id), queue.dependents(engine, job_id)
+        steps = queue.steps(engine, job_id)
     if as_json:
         emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal],
-                   **dependency_lines.as_json(parents, dependents)})
+                   "steps": [step.as_dict() for step in steps], **dependency_lines.as_json(parents, dependents)})
     else:
-        click.echo("\n\n".join(filter(None, [render_job(job, journal), dependency_lines.render(parents, dependents)])))
+        from venturi_sa.cli.job_signals import render_steps  # registered after this module
+
+        click.echo("\n\n".join(filter(None, [render_job(job, journal) + render_steps(journal, steps),
+                                              dependency_lines.render(parents, dependents)])))
 
 
 def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,

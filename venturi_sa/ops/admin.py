@@ -24,6 +24,7 @@ from venturi_sa.storage import admin as admin_store
 from venturi_sa.storage import archive as archiving
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import dependents
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
 
@@ -37,7 +38,7 @@ _HINTS = {
 
 def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
            note: str | None, actor: str | None, registry: Registry | None = None,
-           with_dependents: bool = False) -> JobInfo:
+           with_dependents: bool = False, reset_steps: bool = False) -> JobInfo:
     """Apply ``action`` in one transaction; ``JobNotFound`` or ``InvalidTransition`` if it cannot."""
     params = AdminParams(job_id=job_id, action=action, note=note, actor=actor)
     with short_transaction(models, engine) as session:
@@ -59,18 +60,23 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
             dependents.rearm(models, session, job_id, with_dependents=True)
         if registry is not None and result.job.status == Status.DEAD.value:
             make_owed_calls(session, models, registry, job_ids=[job_id])
+        if reset_steps:
+            step_store.reset(models, session, job_id)  # the handler's steps, sleeps and waits run afresh
         return JobInfo(**result.job._mapping)
 
 
 def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,
-            actor: str | None = None, with_dependents: bool = False) -> JobInfo:
+            actor: str | None = None, with_dependents: bool = False, reset_steps: bool = False) -> JobInfo:
     """``dead`` → ``pending``, visible now, ``failure_count`` reset to 0; journaled ``released``.
 
     Its dependents still waiting count it as unfinished again; with
     ``with_dependents`` the dependents its death killed are requeued too
-    (waiting for it again), in the same transaction.
+    (waiting for it again), in the same transaction.  The job's recorded
+    steps are kept (they replay), unless ``reset_steps`` deletes them in the
+    same transaction.
     """
-    return _admin(models, engine, job_id, REQUEUE, note, actor, with_dependents=with_dependents)
+    return _admin(models, engine, job_id, REQUEUE, note, actor, with_dependents=with_dependents,
+                  reset_steps=reset_steps)
 
 
 def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None,

@@ -24,6 +24,7 @@ from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import edits as edits_store
 from venturi_sa.storage import history as history_store
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.edits import EditParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.task import Registry, Task, check_delay, check_priority, check_run_at
@@ -82,6 +83,9 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
             raise job_not_found(models, job_id)
         if run_now or run_at is not None or delay is not None:
             workflow.refuse_waiting(models, session, job_id, "retry now" if changes == ["run now"] else "reschedule")
+        if payload is not None and step_store.has_any(models, session, job_id):
+            raise InvalidTransition(f"cannot edit the payload of job {job_id}: it has recorded steps, sleeps or "
+                                    "waits, which a new payload would not match (requeue with reset_steps instead)")
         stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
         params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,

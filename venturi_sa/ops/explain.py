@@ -3,7 +3,8 @@
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
 so every fact comes from one snapshot) and changes nothing.  Each reason is
 a code plus a sentence: for a pending job any of ``waiting_on_parents``, ``scheduled``,
-``backoff``, ``paused`` (by the kind's own pause, a kind pattern or the
+``backoff``, ``sleeping`` / ``waiting_for_signal`` (a durable sleep or wait,
+until when), ``paused`` (by the kind's own pause, a kind pattern or the
 whole queue's), ``no_worker`` (no job of its kind is claimed now or
 finished within ``activity_window``, and this job's own last run is older:
 a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
@@ -30,9 +31,11 @@ from venturi_sa.states import Outcome, Status
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.pauses import ALL_KINDS
+from venturi_sa.storage.steps import StepRecord
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
 
@@ -88,6 +91,9 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
         waiting = workflow.waiting_text(models, session, job_id) if view is not None else None
+        job_row = facts.job if facts is not None else None
+        held = (step_store.suspension(models, session, job_id) if job_row is not None and facts is not None
+                and job_row.status == Status.PENDING.value and job_row.visible_at > facts.now else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
             if view is not None:
@@ -96,13 +102,13 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    reasons = _reasons(facts, activity_window)
+    reasons = _reasons(facts, activity_window, held)
     if waiting is not None and job.status == Status.PENDING.value:  # 'infinity' is not a schedule
         reasons = [Reason("waiting_on_parents", waiting), *(r for r in reasons if r.code != "scheduled")]
     return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)
 
 
-def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:
+def _reasons(facts: ExplainFacts, window: timedelta, held: StepRecord | None = None) -> list[Reason]:
     job = facts.job
     assert job is not None
     if job.status == Status.CLAIMED.value:
@@ -112,7 +118,15 @@ def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:
         return [Reason("dead", f"dead since {job.finished_at.isoformat()}: {note or 'no journal note'}")]
     if job.status == Status.COMPLETED.value:
         return [Reason("completed", f"completed at {job.finished_at.isoformat()}")]
-    return _pending(facts, window)
+    return _pending(facts, window, held)
+
+
+def suspended_reason(held: StepRecord) -> Reason:
+    """``waiting_for_signal`` (its name, until its deadline) or ``sleeping`` (until its wake time)."""
+    until = f"until {held.wake_at.isoformat()}" if held.wake_at is not None else "with no timeout"
+    if held.entry == "wait":
+        return Reason("waiting_for_signal", f"waiting for signal {held.name!r} {until}", until=held.wake_at)
+    return Reason("sleeping", f"sleeping ({held.name}) {until}", until=held.wake_at)
 
 
 def _archived(view: Any, journal: Sequence[Any]) -> list[Reason]:
@@ -137,13 +151,15 @@ def _claimed(facts: ExplainFacts) -> list[Reason]:
     return reasons
 
 
-def _pending(facts: ExplainFacts, window: timedelta) -> list[Reason]:
+def _pending(facts: ExplainFacts, window: timedelta, held: StepRecord | None = None) -> list[Reason]:
     job = facts.job
     assert job is not None and facts.now is not None
     reasons = []
     if job.visible_at > facts.now:
         last = facts.last_entry
-        if last is not None and last.outcome == Outcome.RETRIED.value and job.failure_count > 0:
+        if held is not None:
+            reasons.append(suspended_reason(held))
+        elif last is not None and last.outcome == Outcome.RETRIED.value and job.failure_count > 0:
             reasons.append(Reason("backoff", f"in backoff after failure {job.failure_count} "
                                              f"({last.note or 'no note'}) until {job.visible_at.isoformat()}",
                                   until=job.visible_at))

@@ -27,6 +27,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
 from venturi_sa.ops import dependents as workflow
+from venturi_sa.ops import job_steps as durable
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.dependents import DependentInfo, ParentInfo
@@ -154,12 +155,13 @@ class Operations:
 
     @operation
     def requeue(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR,
-                with_dependents: bool = False) -> JobInfo:
+                with_dependents: bool = False, reset_steps: bool = False) -> JobInfo:
         """Operator: ``dead`` -> ``pending`` now, with a fresh set of tries; journaled.
 
         ``with_dependents`` also requeues the dependents its death killed (docs/workflows.md).
+        Recorded steps are kept (they replay); ``reset_steps=True`` deletes them with the requeue.
         """
-        return admin.requeue(self.models, engine, job_id, note, actor, with_dependents)
+        return admin.requeue(self.models, engine, job_id, note, actor, with_dependents, reset_steps)
 
     @operation
     def kill(self, engine: Engine, job_id: str, note: str | None = None, *, actor: str = ACTOR) -> JobInfo:
@@ -228,6 +230,33 @@ class Operations:
     # -- schedules (docs/periodic.md) --------------------------------------------------------------
 
     @operation
+    @joins_session
+    def signal(self, bind: Session | Engine, job_id: str, name: str, payload: Any = None) -> durable.Signalled:
+        """Send signal ``name`` with a JSON ``payload`` to a job: its ``ctx.wait_for(name)`` returns the payload.
+
+        Locks the job row first.  A job suspended in that wait is woken
+        (``"woke"``, its ``NOTIFY`` sent on commit); otherwise the signal is
+        kept for the wait (``"stored"``); the same name and payload again is
+        ``"duplicate"`` (nothing written).  With a ``Session`` it joins the
+        caller's transaction (never commits; a rollback delivers nothing);
+        with an ``Engine`` it is its own short transaction.  Raises
+        ``SignalConflict`` (another payload under that name),
+        ``InvalidTransition`` (a terminal job, or its wait already timed
+        out) or ``JobNotFound``.  See :mod:`venturi_sa.ops.job_steps`.
+        """
+        return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes)
+
+    @operation
+    def steps(self, engine: Engine, job_id: str) -> list[durable.StepInfo]:
+        """The job's recorded steps, sleeps and waits (``ctx.step`` ...), with their timing; read-only."""
+        return durable.steps(self.models, engine, job_id)
+
+    @operation
+    def signals(self, engine: Engine, job_id: str) -> list[durable.SignalInfo]:
+        """The signals sent to the job, oldest first; read-only."""
+        return durable.signals(self.models, engine, job_id)
+
+    @operation
     def list_schedules(self, engine: Engine) -> list[ScheduleInfo]:
         """Every stored schedule, removed ones included, by name (read-only; what workers reconciled)."""
         return schedules.schedule_infos(self.models, engine)
@@ -288,3 +317,6 @@ class Operations:
     pause_schedule_async = async_twin(pause_schedule)
     resume_schedule_async = async_twin(resume_schedule)
     run_schedule_now_async = async_twin(run_schedule_now)
+    signal_async = async_twin(signal)
+    steps_async = async_twin(steps)
+    signals_async = async_twin(signals)

@@ -173,7 +173,9 @@ class Stats:
     ``eligible`` pending jobs have ``visible_at <= as_of``; ``scheduled``
     ones are due later.  ``in_flight`` is the ``claimed`` count, of which
     ``expired_leases`` have ``claim_expires_at < as_of`` (awaiting recovery).
-    ``by_kind[kind]`` has the keys of :data:`KIND_KEYS`.
+    ``by_kind[kind]`` has the keys of :data:`KIND_KEYS`.  Pending jobs held
+    back by a durable sleep or an open wait for a signal are counted in
+    ``sleeping`` and ``waiting_for_signal``, not in ``scheduled``.
     """
 
     as_of: datetime
@@ -193,6 +195,10 @@ class Stats:
     """The queue's periodic-job schedules (removed ones left out), read in the same snapshot."""
     waiting: int = 0
     """Pending jobs waiting for unfinished parents (``after=``): neither eligible nor scheduled."""
+    sleeping: int = 0
+    """Pending jobs in a durable sleep (``ctx.sleep``) until their wake time."""
+    waiting_for_signal: int = 0
+    """Pending jobs waiting for a signal (``ctx.wait_for``) until it comes or their deadline."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""

@@ -20,6 +20,7 @@ from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import dependent_reads
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
+from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
 
 
@@ -30,7 +31,21 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
         raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
         waiting = dependent_reads.waiting_count(models, session)
-    return dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting)
+        held = step_store.held_counts(models, session)
+    return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting), held)
+
+
+def with_held(stats: Stats, held: list[tuple[str, int, int]]) -> Stats:
+    """``stats`` with sleeping and waiting-for-signal jobs moved out of ``scheduled`` into counts of their own."""
+    if not held:
+        return stats
+    by_kind = {kind: dict(counts) for kind, counts in stats.by_kind.items()}
+    for kind, sleeping, waiting in held:
+        if kind in by_kind:
+            by_kind[kind]["scheduled"] -= sleeping + waiting
+    sleeping, waiting = sum(h[1] for h in held), sum(h[2] for h in held)
+    return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - waiting,
+                               sleeping=sleeping, waiting_for_signal=waiting)
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

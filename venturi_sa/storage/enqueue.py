@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidPayload, UnsupportedIsolation
 from venturi_sa.models import JobBase, Models
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage import steps
 from venturi_sa.storage.faults import sqlstate
 
 # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
@@ -150,7 +151,8 @@ def oldest_pending_sibling(models: Models, session: Session, params: MergeTarget
     job = models.Job
     stmt = (
         sa.select(job)
-        .where(job.kind == params.kind, job.dedup_key == params.dedup_key, job.status == Status.PENDING.value)
+        .where(job.kind == params.kind, job.dedup_key == params.dedup_key, job.status == Status.PENDING.value,
+               sa.not_(steps.has_entries(models, job)))  # a job that recorded steps or suspended is never merged into
         .order_by(job.created_at, job.id)
         .limit(1)
         .with_for_update()

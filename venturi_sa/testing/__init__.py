@@ -26,6 +26,7 @@ from venturi_sa.testing.inline import InlineOutsideTests, InlineRunner, inline
 from venturi_sa.testing.perform import Performed, RejectedOutcome, perform, perform_async
 from venturi_sa.testing.purge import purge
 from venturi_sa.testing.sessions import rolled_back_session
+from venturi_sa.testing.sleeps import signal
 
 __all__ = [
     "AsyncClock",
@@ -54,4 +55,5 @@ __all__ = [
     "refute_enqueued_async",
     "rolled_back_async_session",
     "rolled_back_session",
+    "signal",
 ]

@@ -26,6 +26,7 @@ from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage import harness
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
+from venturi_sa.testing import sleeps
 from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
@@ -114,7 +115,9 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
 
     ``kinds`` limits the run to some kinds.  ``with_scheduled`` also runs
     jobs scheduled for later that never ran (retries and pauses wait for
-    their time: move :func:`~venturi_sa.testing.clock` for those).
+    their time: move :func:`~venturi_sa.testing.clock` for those).  A job in
+    a durable sleep (``ctx.sleep``) is woken by moving the test clock to its
+    wake time once nothing else is eligible (see :mod:`venturi_sa.testing.sleeps`).
     ``recursive`` keeps going, in passes, until nothing is eligible, so
     jobs enqueued by jobs and retries due at once run too; ``False`` is one
     pass over the jobs eligible at the start.  ``fail_fast`` re-raises the
@@ -140,6 +143,8 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
                     break
                 done = run_pass(s, queue, names, fail_fast=fail_fast, limit=max_runs - len(runs))
                 runs += done
+                if not done and recursive and sleeps.elapse_sleeps(s, queue, names):
+                    continue  # a job sleeps: the test clock moves to its wake time
                 if not done or not recursive:
                     break
     finally:

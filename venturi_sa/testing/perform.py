@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.binds import require_async_session
-from venturi_sa.errors import InvalidOption, UnknownKind, VenturiError
+from venturi_sa.errors import InvalidOption, Suspended, UnknownKind, VenturiError
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
@@ -125,7 +125,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     s = as_session(session) if session is not None else None
     run, result = _run(job, registry, s, queue.session_class if queue is not None else None)
     assert run.params is not None
-    error = result if isinstance(result, BaseException) else None
+    error = result if isinstance(result, BaseException) and result is not run.ctx.suspension else None
     performed = Performed.of(run.params, error)
     if strict:
         if error is not None:
@@ -197,6 +197,8 @@ def _correction(result: Any, params: FinishParams) -> str | None:
     """What the worker changed about the handler's outcome, or None if it records it as asked."""
     if result is NOT_RUN:
         return "the job could not start"
+    if isinstance(result, Suspended):
+        return None if params.outcome is Outcome.PAUSED else "the suspension was not recorded as paused"
     asked = Complete() if result is None else result
     if not isinstance(asked, RUN_OUTCOMES):
         if params.outcome is Outcome.COMPLETED and not (params.note or "").startswith(UNSTORED_RESULT):

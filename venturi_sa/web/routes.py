@@ -34,6 +34,7 @@ from venturi_sa.storage.dashboard import JobFilter, JobPageParams
 from venturi_sa.web import confirm, forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
+from venturi_sa.web.job_steps_view import steps_timeline
 from venturi_sa.web.security import Refused, check_authorized
 
 PAGE_SIZE = 50
@@ -168,7 +169,8 @@ def routes(dashboard: Dashboard) -> list[Route]:
         found = queries.detail_page(dashboard.models, dashboard.engine, job_id)
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
-        return {"view": found, **queries.dependencies(dashboard.models, dashboard.engine, job_id)}
+        steps = steps_timeline(dashboard.models, dashboard.engine, job_id, [r.entry for r in found.runs])
+        return {"view": found, "steps": steps, **queries.dependencies(dashboard.models, dashboard.engine, job_id)}
 
     async def job_json(request: Request) -> Response:
         """One JSON field of a job in full (what its page shows truncated), as a download."""

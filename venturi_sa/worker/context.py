@@ -15,6 +15,7 @@ from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker import parents as parent_reads
 from venturi_sa.worker.cancel import CancelState
 from venturi_sa.worker.checkpoint import with_progress
+from venturi_sa.worker.durable import DurableSteps
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.run_sessions import AsyncRunSession, RunSession, SyncRunSession
 
@@ -27,14 +28,15 @@ _ONE_SESSION = ("this run already uses ctx.{used}; a run's database work goes th
                 "committed together with its outcome, so use either ctx.session or ctx.session_async")
 
 
-class JobContext:
+class JobContext(DurableSteps):
     """The run context handed to ``Task.run``.
 
     ``ctx.session`` (or, in an ``async def`` handler, ``ctx.session_async``)
     is opened on first use; its transaction is committed together with this
     run's outcome and rolled back with it, so a handler's database effects
     happen exactly once (or not at all if the lease was lost).  One run uses
-    one of the two.
+    one of the two.  Durable steps, sleeps and waits (``step``, ``sleep``,
+    ``wait_for``, ...) are :class:`~venturi_sa.worker.durable.DurableSteps`'.
     """
 
     def __init__(self, job: ClaimedJob, carry: Any, open_session: Callable[[], Session],

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Task
+from venturi_sa.worker.durable import wake_check
 from venturi_sa.worker.run import Run
 
 HOOK_NAMES = {Outcome.COMPLETED: "on_complete", Outcome.RETRIED: "on_retry", Outcome.DEAD: "on_dead"}
@@ -64,11 +65,17 @@ def hook_name(run: Run) -> str | None:
 
 
 def has_hook(run: Run) -> bool:
-    return hook_name(run) is not None
+    return hook_name(run) is not None or wake_check(run.ctx, run.params) is not None
 
 
 def hook_call(run: Run, params: FinishParams) -> Callable[[Session], None] | None:
-    """``call(session)`` running the task's hook for ``params`` (None if it has none)."""
+    """``call(session)`` running the task's hook for ``params`` (None if it has none).
+
+    A run suspended in a durable wait gets its wake check instead (``worker/durable.py``).
+    """
+    woken = wake_check(run.ctx, params)
+    if woken is not None:
+        return woken
     name = hook_name(run)
     if name is None:
         return None

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.exc import StatementError
 
 from venturi_sa import payloads
-from venturi_sa.errors import InvalidPayload, JobCancelled
+from venturi_sa.errors import InvalidPayload, JobCancelled, Suspended
 from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
@@ -186,6 +186,8 @@ def execute(run: Run, awaiter: Awaiter = await_on_loop) -> Any:
             result = awaiter(run, result)
         return result
     except BaseException as exc:  # noqa: BLE001 - a handler may raise anything; the run must end
+        if isinstance(exc, Suspended) and exc is run.ctx.suspension:
+            return exc  # a durable sleep or wait: not a failure, its ctx.session work commits with the pause
         absorb(exc)
         run.failed = True
         note = exception_note(exc)
@@ -300,6 +302,11 @@ def classify(run: Run, result: Any) -> FinishParams:
     be stored (a non-JSON carry or attachment, a note too long or with a
     NUL) becomes a retryable failure whose note says what was wrong.
     """
+    suspended = run.ctx.suspension
+    if suspended is not None and result is suspended:
+        result = Pause(until=suspended.until, note=suspended.note)
+    elif suspended is not None and not isinstance(result, BaseException):
+        return failure(run, f"suspension swallowed: the handler caught Suspended ({suspended.note}) and returned")
     if isinstance(result, BaseException):
         return failure(run, exception_note(result))
     try:

@@ -128,8 +128,8 @@ def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tup
     app = create_app(engine, models.prefix, listen=False)
     with TestClient(app) as client:
         job_id = client.get("/jobs").text.split('name="ids" value="')[1].split('"')[0]
-        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (8)
-        for url, most in {**PAGES, f"/jobs/{job_id}": 11, f"/fragment/jobs/{job_id}": 11}.items():
+        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (8), its steps (1)
+        for url, most in {**PAGES, f"/jobs/{job_id}": 12, f"/fragment/jobs/{job_id}": 12}.items():
             with counted(engine) as statements:
                 response = client.get(url)
             assert response.status_code == 200, url

@@ -1,0 +1,56 @@
+"""``venturi jobs signal``, and a job's durable steps for ``venturi jobs show``.
+
+``jobs signal`` is ``queue.signal`` in one short transaction: the job's
+``ctx.wait_for(NAME)`` gets the JSON payload, and a job suspended in that
+wait is woken when it commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from venturi_sa.cli.connect import bare_queue, opened
+from venturi_sa.cli.jobs import jobs
+from venturi_sa.cli.options import queue_options
+from venturi_sa.cli.output import emit_json, table
+from venturi_sa.ops.job_steps import StepInfo, timeline
+from venturi_sa.ops.records import JournalInfo
+
+TIMELINE_HEADERS = ("at", "run", "entry", "name / outcome", "took", "detail")
+
+
+def _payload(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", ctx=ctx, param=param) from None
+
+
+@jobs.command("signal")
+@queue_options
+@click.option("--payload", callback=_payload, metavar="JSON", help="The signal's payload, as JSON (default null).")
+@click.argument("job_id", metavar="ID")
+@click.argument("name")
+def signal(dsn: str | None, prefix: str, as_json: bool, payload: Any, job_id: str, name: str) -> None:
+    """Send signal NAME to job ID: its ctx.wait_for(NAME) returns the payload (woke, stored or duplicate)."""
+    queue = bare_queue(prefix)
+    with opened(dsn, prefix) as engine:
+        sent = queue.signal(engine, job_id, name, payload)
+    if as_json:
+        emit_json(sent.as_dict())
+    else:
+        click.echo(f"job {job_id}: signal {name!r} {sent.result}")
+
+
+def render_steps(journal: Sequence[JournalInfo], steps: Sequence[StepInfo]) -> str:
+    """The job's steps interleaved with its journal, as text (empty for a job without steps)."""
+    if not steps:
+        return ""
+    rows = [[r.at, r.run_no, r.entry, r.name, r.took, r.detail] for r in timeline(journal, steps)]
+    return f"\n\nsteps and journal:\n{table(TIMELINE_HEADERS, rows, right=('run',))}"

@@ -1,0 +1,178 @@
+"""Signals to jobs and the durable records of a job: ``queue.signal``, ``queue.steps``, ``queue.signals``.
+
+``signal`` locks the job row ``FOR UPDATE`` before it reads anything, so it
+serializes with a suspended wait's outcome write: a signal committed while
+the job is suspending still wakes it.  Given a ``Session`` it runs in the
+caller's transaction and never commits (the wake-up ``NOTIFY`` goes out on
+that commit; a rollback delivers nothing); given an ``Engine`` it is one
+short transaction of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from venturi_sa import payloads
+from venturi_sa.errors import InvalidOption, InvalidTransition, SignalConflict
+from venturi_sa.models import Models
+from venturi_sa.ops.history import job_not_found
+from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import signals as signal_store
+from venturi_sa.storage import steps as step_store
+from venturi_sa.storage.params import Runner
+from venturi_sa.storage.signals import SignalResult
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """What ``queue.signal`` did: ``"woke"`` (the job waited for it and is claimable now), ``"stored"``
+    (kept for a wait not reached yet) or ``"duplicate"`` (the same name and payload were sent before)."""
+
+    job_id: str
+    name: str
+    result: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "name": self.name, "result": self.result}
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """One recorded step, sleep or wait of a job (``entry``), with its timing.
+
+    ``result``: a step's recorded result, or the payload of the signal that
+    resolved a wait; ``wake_at``: a sleep's wake time or a wait's deadline
+    (None: no timeout); ``resolution``: ``"signal"`` / ``"timeout"`` for a
+    resolved wait, None while it is open; ``run_no``: the run that first
+    reached it.
+    """
+
+    name: str
+    entry: str
+    result: Any
+    run_no: int
+    started_at: datetime
+    finished_at: datetime | None
+    wake_at: datetime | None
+    resolution: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "entry": self.entry, "result": self.result, "run_no": self.run_no,
+                "started_at": self.started_at.isoformat(),
+                "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+                "wake_at": self.wake_at.isoformat() if self.wake_at else None, "resolution": self.resolution}
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    """One signal sent to a job."""
+
+    name: str
+    payload: Any
+    sent_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "payload": self.payload, "sent_at": self.sent_at.isoformat()}
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One line of a job's steps interleaved with its journal (``jobs show``, the dashboard's job page)."""
+
+    at: datetime
+    run_no: int
+    entry: str  # "step", "sleep", "wait" or "journal"
+    name: str  # the step's name, or the journal entry's outcome
+    took: timedelta | None  # a step's duration
+    detail: str | None  # a step's result, a sleep's wake time, a wait's state, a journal note
+
+
+def _step_detail(step: StepInfo) -> str:
+    if step.entry == "step":
+        return json.dumps(step.result)
+    until = step.wake_at.isoformat() if step.wake_at is not None else "no timeout"
+    if step.entry == "sleep":
+        return f"wakes at {until}"
+    if step.resolution is None:
+        return f"waiting until {until}"
+    return f"signal: {json.dumps(step.result)}" if step.resolution == "signal" else "timed out"
+
+
+def timeline(journal: Sequence[Any], steps: Sequence[StepInfo]) -> list[TimelineRow]:
+    """Journal entries (``recorded_at``, ``run_no``, ``outcome``, ``note``) and steps, in time order."""
+    rows: list[tuple[datetime, int, TimelineRow]] = []
+    for e in journal:
+        rows.append((e.recorded_at, 1, TimelineRow(e.recorded_at, e.run_no, "journal", e.outcome, None, e.note)))
+    for s in steps:
+        took = (s.finished_at - s.started_at) if s.finished_at is not None and s.entry == "step" else None
+        rows.append((s.started_at, 0, TimelineRow(s.started_at, s.run_no, s.entry, s.name, took, _step_detail(s))))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip() or "\x00" in name or len(name) > 200:
+        raise InvalidOption(f"a signal name must be a non-empty string of at most 200 characters without NUL, "
+                            f"got {name!r:.80}")
+    return name
+
+
+def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: Any,
+              max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> Signalled:
+    """Send one signal in ``runner``'s transaction (see :func:`signal`)."""
+    _check_name(name)
+    stored = payloads.ensure_json(payload, "signal payload", max_bytes)
+    outcome = signal_store.send(models, runner, job_id, name, stored)
+    result = outcome.result
+    if result is SignalResult.NOT_FOUND:
+        status = archived.archived_status(models, runner, job_id)
+        if status is not None:
+            raise InvalidTransition(f"cannot signal job {job_id}: it is already {status} (archived)")
+        raise job_not_found(models, job_id)
+    if result is SignalResult.TERMINAL:
+        raise InvalidTransition(f"cannot signal job {job_id}: it is already {outcome.status}")
+    if result is SignalResult.CONFLICT:
+        raise SignalConflict(f"job {job_id} already has signal {name!r} with another payload: the first "
+                             "signal of a name wins; nothing was written")
+    if result is SignalResult.TIMED_OUT:
+        raise InvalidTransition(f"cannot signal job {job_id}: its wait for {name!r} already timed out")
+    return Signalled(job_id, name, result.value)
+
+
+def signal(models: Models, bind: sa.Engine | Session, job_id: str, name: str, payload: Any = None,
+           max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> Signalled:
+    """Send signal ``name`` (with a JSON ``payload``) to a job; the job's ``ctx.wait_for(name)`` returns it."""
+    if isinstance(bind, Session):
+        return signal_in(models, bind, job_id, name, payload, max_bytes)
+    with short_transaction(models, bind) as session:
+        return signal_in(models, session, job_id, name, payload, max_bytes)
+
+
+def steps(models: Models, engine: sa.Engine, job_id: str) -> list[StepInfo]:
+    """The job's recorded steps, sleeps and waits in the order first reached; ``JobNotFound`` if no such job."""
+    with short_transaction(models, engine) as session:
+        records = step_store.read(models, session, job_id)
+        if not records and not _exists(models, session, job_id):
+            raise job_not_found(models, job_id)
+    return [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
+            for r in records]
+
+
+def signals(models: Models, engine: sa.Engine, job_id: str) -> list[SignalInfo]:
+    """The signals sent to the job, oldest first; ``JobNotFound`` if no such job."""
+    with short_transaction(models, engine) as session:
+        records = signal_store.read(models, session, job_id)
+        if not records and not _exists(models, session, job_id):
+            raise job_not_found(models, job_id)
+    return [SignalInfo(r.name, r.payload, r.sent_at) for r in records]
+
+
+def _exists(models: Models, runner: Runner, job_id: str) -> bool:
+    return step_store.job_exists(models, runner, job_id)
