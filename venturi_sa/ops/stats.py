@@ -35,16 +35,19 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
     return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting), held)
 
 
-def with_held(stats: Stats, held: list[tuple[str, int, int]]) -> Stats:
-    """``stats`` with sleeping and waiting-for-signal jobs moved out of ``scheduled`` into counts of their own."""
+def with_held(stats: Stats, held: list[tuple[str, int, int, int]]) -> Stats:
+    """``stats`` with sleeping and waiting-for-signal jobs moved out of ``scheduled`` into counts of their own.
+
+    A wait with no deadline (``visible_at = 'infinity'``) was never counted as scheduled.
+    """
     if not held:
         return stats
     by_kind = {kind: dict(counts) for kind, counts in stats.by_kind.items()}
-    for kind, sleeping, waiting in held:
+    for kind, sleeping, _, dated in held:
         if kind in by_kind:
-            by_kind[kind]["scheduled"] -= sleeping + waiting
-    sleeping, waiting = sum(h[1] for h in held), sum(h[2] for h in held)
-    return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - waiting,
+            by_kind[kind]["scheduled"] -= sleeping + dated
+    sleeping, waiting, dated = (sum(h[i] for h in held) for i in (1, 2, 3))
+    return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - dated,
                                sleeping=sleeping, waiting_for_signal=waiting)
 
 
