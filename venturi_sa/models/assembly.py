@@ -23,8 +23,8 @@ from venturi_sa.models.bases import (
     TraceContextBase,
 )
 from venturi_sa.models.job_tables import job_columns, jobs_args, journal_args, journal_columns
-from venturi_sa.models.workflow_tables import WorkflowClasses, workflow_classes
 from venturi_sa.models.step_tables import SignalBase, StepBase, step_classes
+from venturi_sa.models.workflow_tables import WorkflowClasses, workflow_classes
 from venturi_sa.prefix import Names
 
 T = TypeVar("T")

@@ -46,7 +46,7 @@ def with_held(stats: Stats, held: list[tuple[str, int, int, int]]) -> Stats:
     for kind, sleeping, _, dated in held:
         if kind in by_kind:
             by_kind[kind]["scheduled"] -= sleeping + dated
-    sleeping, waiting, dated = (sum(h[i] for h in held) for i in (1, 2, 3))
+    sleeping, waiting, dated = sum(h[1] for h in held), sum(h[2] for h in held), sum(h[3] for h in held)
     return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - dated,
                                sleeping=sleeping, waiting_for_signal=waiting)
 
