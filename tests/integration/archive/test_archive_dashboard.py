@@ -71,8 +71,12 @@ def test_the_dashboard_shows_the_same_before_and_after_archiving(
     assert before["all"] == [pending, *reversed(ids)] and len(before["needle"]) == 4
     after = queries.overview(models, engine, "hour")
     assert after.counts.by_kind == overview.counts.by_kind
-    assert after.throughput.values == overview.throughput.values
-    assert after.latency.values["p50"] == overview.latency.values["p50"]
+    if after.throughput.starts == overview.throughput.starts:
+        assert after.throughput.values == overview.throughput.values
+        assert after.latency.values["p50"] == overview.latency.values["p50"]
+    else:  # the clock crossed a bucket boundary between the two reads: the same runs, one bucket over
+        assert {k: sum(v) for k, v in after.throughput.values.items()} == {
+            k: sum(v) for k, v in overview.throughput.values.items()}
     assert {i: replace(queries.detail(models, engine, i), now=None) for i in ids} == details
     assert queries.jobs(models, engine, JobPageParams(filter=JobFilter(), limit=50, errors=True)).errors == errors
     assert queries.selection(models, engine, [ids[0], ids[1], pending, "nope"]) == {
