@@ -233,3 +233,52 @@ def test_requeue_keeps_steps_unless_reset(engine: sa.Engine, models: Any) -> Non
     queue.requeue(engine, job_id, reset_steps=True)
     drain(queue, engine)
     assert runs == [1, 1, 3]
+
+
+def test_a_signal_waiting_on_the_suspension_s_row_lock_wakes_the_job(engine: sa.Engine, models: Any) -> None:
+    """The signal blocks on the job row the suspending outcome write locked; after that commit it sees the wait."""
+    import threading
+
+    from support.waiting import WAIT, wait_until
+
+    holding = threading.Event()
+    go_on = threading.Event()
+
+    class HeldCommit(Session):
+        pass
+
+    def before_commit(session: Session) -> None:
+        if session.info.get("suspending"):
+            holding.set()  # the outcome and the wake check are written: the job row is locked
+            go_on.wait(WAIT)
+
+    sa.event.listen(HeldCommit, "before_commit", before_commit)
+
+    class Gate(Task):
+        KIND = "gate"
+
+        def run(self, ctx: JobContext) -> Any:
+            runs.append(ctx.run_count)
+            ctx.session.info["suspending"] = ctx.run_count == 1
+            return ctx.wait_for("open", timeout=600)
+
+    queue = Queue(models, [Gate], session_class=HeldCommit)
+    [job_id] = enqueue(engine, queue, Gate())
+    sent: list[str] = []
+    with running(Worker(queue, engine, concurrency=2, poll_interval=0.05)):
+        assert holding.wait(WAIT)
+        signaller = threading.Thread(target=lambda: sent.append(queue.signal(engine, job_id, "open", 7).result))
+        signaller.start()
+        wait_until(lambda: _waiting_on_a_lock(engine), what="the signal to wait for the job row")
+        go_on.set()
+        signaller.join(WAIT)
+        wait_until(lambda: job_row(engine, models, job_id).status == "completed", what="the woken job")
+    assert sent == ["woke"] and runs == [1, 2]
+    assert queue.result(engine, job_id) == 7
+
+
+def _waiting_on_a_lock(engine: sa.Engine) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE '%FOR UPDATE%'")).scalar())
