@@ -23,6 +23,7 @@ from venturi_sa.models.bases import (
     TraceContextBase,
 )
 from venturi_sa.models.job_tables import job_columns, jobs_args, journal_args, journal_columns
+from venturi_sa.models.throttle_tables import ThrottleStartBase, throttles_args, throttles_columns, throttles_name
 from venturi_sa.prefix import Names
 
 T = TypeVar("T")
@@ -43,6 +44,7 @@ class Models:
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
     ArchivedJob: type[ArchivedJobBase]
+    ThrottleStart: type[ThrottleStartBase]  # v11
 
     @property
     def names(self) -> Names:
@@ -89,11 +91,15 @@ class Models:
         return cast(sa.Table, self.ArchivedJob.__table__)  # type: ignore[attr-defined]
 
     @property
+    def throttles_table(self) -> sa.Table:
+        return cast(sa.Table, self.ThrottleStart.__table__)  # type: ignore[attr-defined]
+
+    @property
     def tables(self) -> tuple[sa.Table, ...]:
         """Every table of the queue: the two seed tables, the periodic ones, the runtime-control ones, the archive."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
                 self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
-                self.archive_table)
+                self.archive_table, self.throttles_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -191,6 +197,8 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                                archive_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls, ArchivedJob=archive_cls)
+                    TraceContext=trace_cls, ArchivedJob=archive_cls, ThrottleStart=_table_class(
+                        prefix, base, ThrottleStartBase, "ThrottleStart", throttles_name(n), throttles_args(n),
+                        throttles_columns()))
     registry[prefix] = models
     return models

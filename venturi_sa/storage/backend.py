@@ -30,7 +30,8 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, merge_timing, outcomes, recovery
+from venturi_sa.storage.merge_timing import AdmitParams
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -125,7 +126,9 @@ class SqlAlchemyBackend:
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
-        return claim.claim(self.models, tx, params)
+        jobs = claim.claim(self.models, tx, params)
+        return merge_timing.admit(self.models, tx, AdmitParams(worker_id=params.worker_id, throttles=params.throttles,
+                                                               jobs=jobs)) if params.throttles and jobs else jobs
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
         return outcomes.finish_many(self.models, tx, params)
