@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 
-INFINITY = sa.literal_column("'infinity'::timestamptz")
+INFINITY: Any = sa.literal_column("'infinity'::timestamptz")
 
 
 def merge_target_exclusions(models: Models) -> list[Any]:

@@ -37,7 +37,7 @@ from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage.params import ClaimedJob, Runner
 
-SECOND = sa.literal_column("interval '1 second'")
+SECOND: Any = sa.literal_column("interval '1 second'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,17 +123,21 @@ def admit(models: Models, runner: Runner, params: AdmitParams) -> list[ClaimedJo
     jobs, starts = models.jobs_table, models.throttles_table
     job = jobs.c
     ids = sa.bindparam("held", held, type_=postgresql.ARRAY(sa.Text))
+    rank = sa.func.row_number().over(partition_by=(job.kind, job.dedup_key),
+                                     order_by=(job.priority, job.created_at, job.id))
+    ranked = (sa.select(job.kind, job.dedup_key, job.id, rank.label("rank"))
+              .where(job.id == sa.any_(ids), job.dedup_key.is_not(None)).subquery("ranked"))
+    # The first job of each key in claim order; key order, so concurrent claimers lock start rows alike.
     firsts = (
-        sa.select(job.kind, job.dedup_key, sa.func.now().label("began_at"), job.id.label("job_id"))
-        .where(job.id == sa.any_(ids), job.dedup_key.is_not(None))
-        .distinct(job.kind, job.dedup_key)
-        .order_by(job.kind, job.dedup_key, job.priority, job.created_at, job.id)
+        sa.select(ranked.c.kind, ranked.c.dedup_key, sa.func.now().label("began_at"), ranked.c.id.label("job_id"))
+        .where(ranked.c.rank == 1)
+        .order_by(ranked.c.kind, ranked.c.dedup_key)
     )
-    upsert = postgresql.insert(starts).from_select(["kind", "dedup_key", "began_at", "job_id"], firsts)
-    upsert = upsert.on_conflict_do_update(
+    insert = postgresql.insert(starts).from_select(["kind", "dedup_key", "began_at", "job_id"], firsts)
+    upsert = insert.on_conflict_do_update(
         index_elements=[starts.c.kind, starts.c.dedup_key],
-        set_={"began_at": upsert.excluded.began_at, "job_id": upsert.excluded.job_id},
-        where=starts.c.began_at + _window_of(models, params.throttles) <= upsert.excluded.began_at,
+        set_={"began_at": insert.excluded.began_at, "job_id": insert.excluded.job_id},
+        where=starts.c.began_at + _window_of(models, params.throttles) <= insert.excluded.began_at,
     ).returning(starts.c.job_id)
     started = {row[0] for row in runner.execute(upsert)}
     refused = [i for i in held if i not in started]
