@@ -82,8 +82,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     Each prefix is validated (``BadPrefix``, a ``ValueError``).  Covers the
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
     ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts``,
-    ``<prefix>_on_dead``, ``<prefix>_traces`` and ``<prefix>_archive`` tables (and the archive's partitions)
-    with everything in them, and the ``<prefix>_alembic_version`` table; a
+    ``<prefix>_on_dead``, ``<prefix>_traces``, ``<prefix>_archive`` and ``<prefix>_throttles``
+    tables (and the archive's partitions) with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
     if not prefixes:
@@ -92,7 +92,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     for prefix in prefixes:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
-                       names.timeouts, names.on_dead, names.traces, names.archive, names.version_table))
+                       names.timeouts, names.on_dead, names.traces, names.archive, names.version_table,
+                       names.index("throttles")))
     return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
 
 

@@ -8,8 +8,8 @@
 -- cleanup and archiving.
 CREATE TABLE {{prefix}}_throttles (
     kind       text NOT NULL,
-    dedup_key  text NOT NULL,
+    key        text NOT NULL,  -- the jobs' dedup_key
     began_at   timestamptz NOT NULL,
     job_id     text NOT NULL,
-    CONSTRAINT {{prefix}}_throttles_pkey PRIMARY KEY (kind, dedup_key)
+    CONSTRAINT {{prefix}}_throttles_pkey PRIMARY KEY (kind, key)
 );

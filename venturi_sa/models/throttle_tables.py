@@ -24,13 +24,13 @@ def throttles_name(n: Names) -> str:
 
 
 def throttles_args(n: Names) -> tuple[Any, ...]:
-    return (sa.PrimaryKeyConstraint("kind", "dedup_key", name=conv(n.index("throttles_pkey"))),)
+    return (sa.PrimaryKeyConstraint("kind", "key", name=conv(n.index("throttles_pkey"))),)
 
 
 def throttles_columns() -> dict[str, Any]:
     return {
         "kind": mapped_column(sa.Text, nullable=False),
-        "dedup_key": mapped_column(sa.Text, nullable=False),
+        "key": mapped_column(sa.Text, nullable=False),
         "began_at": mapped_column(sa.DateTime(timezone=True), nullable=False),
         "job_id": mapped_column(sa.Text, nullable=False),
     }
@@ -41,7 +41,7 @@ class ThrottleStartBase:
 
     __venturi_prefix__: str
     kind: Mapped[str]
-    dedup_key: Mapped[str]
+    key: Mapped[str]  # the jobs' dedup_key
     began_at: Mapped[Any]
     job_id: Mapped[str]
 
@@ -50,4 +50,4 @@ class ThrottleStartBase:
         def __init__(self, **columns: Any) -> None: ...
 
     def __repr__(self) -> str:
-        return f"<ThrottleStart {self.kind} {self.dedup_key!r} {self.began_at}>"
+        return f"<ThrottleStart {self.kind} {self.key!r} {self.began_at}>"

@@ -91,7 +91,7 @@ def hold(models: Models, session: Session, params: HoldParams) -> dict[str, date
     # least()/greatest() skip NULLs: a policy that is off (NULL seconds) takes no part.
     debounced = sa.func.least(sa.func.statement_timestamp() + held.c.debounce_s * SECOND,
                               job.created_at + held.c.max_wait_s * SECOND)
-    last_start = (sa.select(start.began_at).where(start.kind == job.kind, start.dedup_key == job.dedup_key)
+    last_start = (sa.select(start.began_at).where(start.kind == job.kind, start["key"] == job.dedup_key)
                   .scalar_subquery())
     throttled = last_start + held.c.throttle_s * SECOND
     stmt = (
@@ -133,9 +133,9 @@ def admit(models: Models, runner: Runner, params: AdmitParams) -> list[ClaimedJo
         .where(ranked.c.rank == 1)
         .order_by(ranked.c.kind, ranked.c.dedup_key)
     )
-    insert = postgresql.insert(starts).from_select(["kind", "dedup_key", "began_at", "job_id"], firsts)
+    insert = postgresql.insert(starts).from_select(["kind", "key", "began_at", "job_id"], firsts)
     upsert = insert.on_conflict_do_update(
-        index_elements=[starts.c.kind, starts.c.dedup_key],
+        index_elements=[starts.c.kind, starts.c["key"]],
         set_={"began_at": insert.excluded.began_at, "job_id": insert.excluded.job_id},
         where=starts.c.began_at + _window_of(models, params.throttles) <= insert.excluded.began_at,
     ).returning(starts.c.job_id)
@@ -148,7 +148,7 @@ def admit(models: Models, runner: Runner, params: AdmitParams) -> list[ClaimedJo
         sa.update(jobs)
         .where(job.id == sa.any_(sa.bindparam("refused", refused, type_=postgresql.ARRAY(sa.Text))),
                job.status == Status.CLAIMED.value, job.claimed_by == params.worker_id,
-               start.kind == job.kind, start.dedup_key == job.dedup_key)
+               start.kind == job.kind, start["key"] == job.dedup_key)
         .values(status=Status.PENDING.value, claimed_by=None, claim_expires_at=None, run_count=job.run_count - 1,
                 visible_at=sa.func.greatest(job.visible_at, start.began_at + _window_of(models, params.throttles)))
         .returning(job.id)

@@ -88,7 +88,7 @@ def pending(session: Session, models: Any, kind: str) -> list[Any]:
 
 
 def record_start(session: Session, models: Any, kind: str, key: str, at: datetime) -> None:
-    session.execute(sa.insert(models.throttles_table).values(kind=kind, dedup_key=key, began_at=at, job_id="x"))
+    session.execute(sa.insert(models.throttles_table).values(kind=kind, key=key, began_at=at, job_id="x"))
 
 
 def test_debounce_moves_the_job_with_each_enqueue_and_the_newest_payload_wins(
@@ -207,7 +207,7 @@ def test_concurrent_enqueuers_of_one_key_leave_one_job_with_the_last_payload(
     if task_type is Sync:
         with engine.begin() as conn:
             conn.execute(sa.insert(models.throttles_table).values(
-                kind="sync", dedup_key="k", began_at=sa.func.now(), job_id="x"))
+                kind="sync", key="k", began_at=sa.func.now(), job_id="x"))
     barrier = threading.Barrier(8)
     order: list[tuple[int, datetime]] = []  # appended while holding the key's lock: the merge order
     errors: list[BaseException] = []

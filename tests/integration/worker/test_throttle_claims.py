@@ -57,7 +57,7 @@ def claim(runner: Any, queue: Queue, worker: str = "w:1", limit: int = 10) -> li
 
 def start_of(runner: Any, models: Any, key: str) -> Any:
     t = models.throttles_table
-    return runner.execute(sa.select(t.c.began_at, t.c.job_id).where(t.c.dedup_key == key)).one()
+    return runner.execute(sa.select(t.c.began_at, t.c.job_id).where(t.c["key"] == key)).one()
 
 
 def test_one_start_per_key_in_a_claim_and_the_others_wait_a_window(session: Session, models: Any,
