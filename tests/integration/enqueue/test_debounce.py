@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -9,7 +10,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
 
 from venturi_sa import Coalesce, Debounce, Independent, JobContext, Queue, Task, task
 from venturi_sa.models import JobBase
@@ -237,3 +240,20 @@ def test_concurrent_enqueuers_of_one_key_leave_one_job_with_the_last_payload(
         assert row.visible_at >= row.created_at + WINDOW
     else:
         assert row.visible_at == started + THROTTLE
+
+
+def test_the_async_twins_and_ids_only_debounce_the_same_way(engine: sa.Engine, models: Any, queue: Queue,
+                                                                async_engine: AsyncEngine) -> None:
+    async def main() -> list[str]:
+        async with AsyncSession(async_engine) as session, session.begin():
+            first = await queue.enqueue_async(session, Settle(key="a", n=1))
+            [again] = await queue.enqueue_many_async(session, [Settle(key="a", n=2)])
+            return [first.id, again.id]
+
+    ids = asyncio.run(main())
+    with Session(engine) as s, s.begin():
+        ids += queue.enqueue_many(s, [Settle(key="a", n=3)], ids_only=True)
+    with Session(engine) as s:
+        [row] = pending(s, models, "settle")
+    assert set(ids) == {row.id} and row.payload["n"] == 3
+    assert row.visible_at >= row.created_at + WINDOW
