@@ -110,7 +110,7 @@ def check_policies(cls: type[Task], default_key: Callable[..., Any]) -> None:
                             "define dedup_key(self) returning the key (or pass dedup_key= to @task)")
 
 
-def decide(task: Task, payload: Any, existing: JobBase, default_merge: Callable[..., Any]) -> MergeDecision | Any:
+def decide(task: Task, payload: Any, existing: JobBase, default_merge: Callable[..., Any]) -> MergeDecision:
     """The merge decision for ``task`` (stored ``payload``) against ``existing``.
 
     A debounced or throttled task that keeps the base ``merge()`` coalesces

@@ -163,6 +163,7 @@ class Task:
       cancelled cooperatively (``ctx.cancelled``), an async one's task too, and it
       ends as a retryable failure (see ``docs/tasks.md``).
     * ``backoff(failure_count)`` -- delay before a retry becomes eligible.
+    * ``debounce`` / ``throttle`` -- when the jobs of one ``dedup_key`` run (docs/debounce.md).
     """
 
     KIND: ClassVar[str]

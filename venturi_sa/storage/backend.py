@@ -79,7 +79,9 @@ class Backend(Protocol):
 
         At most ``params.caps[kind]`` of a capped kind; ``run_count`` + 1 and a
         lease of the kind's length; returned in claim order (priority, then
-        ``created_at``, then id).
+        ``created_at``, then id).  A job of a kind in ``params.throttles``
+        whose key started less than a window ago is sent back unclaimed in
+        the same transaction (PostgreSQL only; the memory backend ignores it).
         """
 
     def finish_many(self, tx: Tx, params: FinishManyParams) -> set[Fence]:
@@ -127,8 +129,10 @@ class SqlAlchemyBackend:
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
         jobs = claim.claim(self.models, tx, params)
-        return merge_timing.admit(self.models, tx, AdmitParams(worker_id=params.worker_id, throttles=params.throttles,
-                                                               jobs=jobs)) if params.throttles and jobs else jobs
+        if not (params.throttles and jobs):
+            return jobs
+        admit = AdmitParams(worker_id=params.worker_id, throttles=params.throttles, jobs=jobs)
+        return merge_timing.admit(self.models, tx, admit)  # one start per window per throttled key
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
         return outcomes.finish_many(self.models, tx, params)
