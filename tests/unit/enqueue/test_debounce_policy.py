@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from venturi_sa import Debounce, InvalidOption, Task, task
+from venturi_sa import Debounce, InvalidOption, Queue, Task, make_models, task
 from venturi_sa.merge_policies import held_sentence, timing_of
 
 S = timedelta(seconds=1)
@@ -76,3 +76,10 @@ def test_the_explain_sentence_names_the_policy_and_the_time() -> None:
         "0:05:00 after the key's first enqueue); throttled until 2026-01-02T03:04:05+00:00 "
         "(one start per 0:01:00 per key)")
     assert held_sentence(keyed(), at) is None and held_sentence(None, at) is None
+
+
+def test_queue_job_refuses_a_debounced_task_as_any_keyed_task() -> None:
+    settle = keyed(debounce=Debounce(S))
+    queue = Queue(make_models("debounce_unit"), [settle])
+    with pytest.raises(InvalidOption, match=r"has a dedup key \('x'\).*use queue.enqueue"):
+        queue.job(settle())
