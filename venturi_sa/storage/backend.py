@@ -31,7 +31,6 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.storage import checkpoint, claim, leases, merge_timing, outcomes, recovery
-from venturi_sa.storage.merge_timing import AdmitParams
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -128,11 +127,9 @@ class SqlAlchemyBackend:
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
-        jobs = claim.claim(self.models, tx, params)
-        if not (params.throttles and jobs):
-            return jobs
-        admit = AdmitParams(worker_id=params.worker_id, throttles=params.throttles, jobs=jobs)
-        return merge_timing.admit(self.models, tx, admit)  # one start per window per throttled key
+        if params.throttles:  # one start per window per throttled key
+            return merge_timing.claim_throttled(self.models, tx, params)
+        return claim.claim(self.models, tx, params)
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
         return outcomes.finish_many(self.models, tx, params)

@@ -13,7 +13,8 @@ Two moments:
   start is a window old.  A claimed job whose key started more recently
   (a retry, a re-claim, a job inserted beside another) is sent back in the
   same transaction, exactly unclaimed (``pending``, ``run_count`` as it was)
-  and eligible at that start + the window, so it never runs.  The upsert
+  and eligible at that start + the window, so it never runs; the claim
+  then runs again for the rest of the batch (:func:`claim_throttled`).  The upsert
   waits on a concurrent claim's uncommitted start of the same key and then
   sees it, so two claimers cannot both start a key.  A crash before commit
   leaves neither the claim nor the start.
@@ -24,8 +25,9 @@ the test clock moves them too).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,7 +37,8 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage.params import ClaimedJob, Runner
+from venturi_sa.storage import claim as claims
+from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner
 
 SECOND: Any = sa.literal_column("interval '1 second'")
 
@@ -157,4 +160,33 @@ def admit(models: Models, runner: Runner, params: AdmitParams) -> list[ClaimedJo
     return [j for j in params.jobs if j.id not in sent_back]
 
 
-__all__ = ["AdmitParams", "HeldJob", "HoldParams", "admit", "hold"]
+def claim_throttled(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJob]:
+    """The claim (:func:`venturi_sa.storage.claim.claim`) with :func:`admit` for ``params.throttles``.
+
+    When jobs were sent back, the claim runs again in the same transaction
+    for the rest of the batch (caps reduced by what was kept): the jobs sent
+    back are no longer eligible there, so a backlog of one key never leaves
+    a claim short while other jobs wait.  Returns the kept runs in claim
+    order; the caller commits at once.
+    """
+    kept: list[ClaimedJob] = []
+    ask = params
+    while True:
+        jobs = claims.claim(models, runner, ask)
+        admitted = admit(models, runner, AdmitParams(worker_id=params.worker_id, throttles=params.throttles,
+                                                     jobs=jobs)) if jobs else []
+        kept += admitted
+        remaining = params.limit - len(kept)
+        if len(admitted) == len(jobs) or remaining <= 0:
+            break
+        taken = Counter(job.kind for job in kept)
+        room = {kind: cap - taken[kind] for kind, cap in params.caps.items()}
+        kinds = [kind for kind in params.kinds if room.get(kind, 1) > 0]
+        if not kinds:
+            break
+        ask = replace(params, kinds=kinds, limit=remaining, caps={k: room[k] for k in kinds if k in room})
+    kept.sort(key=lambda job: (job.priority, job.created_at, job.id))
+    return kept
+
+
+__all__ = ["AdmitParams", "HeldJob", "HoldParams", "admit", "claim_throttled", "hold"]

@@ -78,6 +78,14 @@ def test_one_start_per_key_in_a_claim_and_the_others_wait_a_window(session: Sess
     assert tuple(start_of(session, models, "a")) == (t0 + WINDOW, second)
 
 
+def test_a_batch_short_of_sent_back_jobs_is_filled_with_other_keys(session: Session, queue: Queue) -> None:
+    clock(session).freeze()
+    a1, a2, a3 = (queue.enqueue(session, Sync(key="a", n=n)).id for n in (1, 2, 3))
+    b1, c1 = (queue.enqueue(session, Sync(key=k)).id for k in ("b", "c"))
+    got = claim(session, queue, limit=3)  # a1, a2, a3 first; a2 and a3 go back; the batch is refilled
+    assert [j.id for j in got] == [a1, b1, c1]
+
+
 def test_a_retry_of_the_same_job_waits_for_the_window_too(session: Session, models: Any, queue: Queue) -> None:
     c = clock(session)
     t0 = c.freeze()
