@@ -85,8 +85,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
     ``<prefix>_jobs``, ``<prefix>_journal``, ``<prefix>_schedules``,
     ``<prefix>_fires``, ``<prefix>_pauses``, ``<prefix>_cancels``, ``<prefix>_timeouts``,
     ``<prefix>_on_dead``, ``<prefix>_traces``, ``<prefix>_archive`` (and the archive's partitions),
-    ``<prefix>_waits``, ``<prefix>_parents``, ``<prefix>_steps`` and ``<prefix>_signals`` tables
-    with everything in them, and the ``<prefix>_alembic_version`` table; a
+    ``<prefix>_throttles``, ``<prefix>_waits``, ``<prefix>_parents``, ``<prefix>_steps`` and ``<prefix>_signals``
+    tables with everything in them, and the ``<prefix>_alembic_version`` table; a
     project table that merely ends in ``_jobs`` is still the project's.
     """
     if not prefixes:
@@ -96,8 +96,8 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
                        names.timeouts, names.on_dead, names.traces, names.archive, names.version_table,
-                       waits_table_name(names), parents_table_name(names), names.index("steps"),
-                       names.index("signals")))
+                       names.index("throttles"), waits_table_name(names), parents_table_name(names),
+                       names.index("steps"), names.index("signals")))
     return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
 
 

@@ -26,6 +26,7 @@ from venturi_sa.errors import (
     UnknownKind,
     VenturiError,
 )
+from venturi_sa.merge_policies import Debounce
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
@@ -44,6 +45,7 @@ __all__ = [
     "Cancelled",
     "Coalesce",
     "Complete",
+    "Debounce",
     "Die",
     "DuplicateKind",
     "Explanation",

@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa import payloads
+from venturi_sa import merge_policies, payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
@@ -203,7 +203,8 @@ def _decide(models: Models, session: Session, prepared: list[_Prepared], max_byt
         if sibling.existing is None and sibling.new is None:
             sibling.new, sibling.payload = p, p.payload
             continue
-        merged = _merged_payload(p, p.task.merge(sibling.view(models)), max_bytes)
+        merged = _merged_payload(p, merge_policies.decide(p.task, p.payload, sibling.view(models), Task.merge),
+                                 max_bytes)
         if merged is None:
             continue
         sibling.payload = merged
@@ -260,6 +261,9 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
     deduplicated = any(p.dedup_key is not None for p in call.tasks)
     siblings = _decide(models, session, call.tasks, call.max_bytes) if deduplicated else {}
     jobs = _write(models, session, call.tasks, siblings, call.when, call.notify)
+    if deduplicated:  # debounce and throttle move the jobs they created or merged into (merge_policies)
+        merge_policies.hold(models, session, [(type(p.task), p.dedup_key, j)
+                                              for p, j in zip(call.tasks, jobs, strict=True)])
     _limit(models, session, call)
     return jobs
 

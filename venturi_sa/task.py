@@ -37,6 +37,7 @@ from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
+from venturi_sa.merge_policies import Debounce, check_policies
 from venturi_sa.outcomes import Coalesce, MergeDecision
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ class Task:
       cancelled cooperatively (``ctx.cancelled``), an async one's task too, and it
       ends as a retryable failure (see ``docs/tasks.md``).
     * ``backoff(failure_count)`` -- delay before a retry becomes eligible.
+    * ``debounce`` / ``throttle`` -- when the jobs of one ``dedup_key`` run (docs/debounce.md).
     """
 
     KIND: ClassVar[str]
@@ -174,6 +176,8 @@ class Task:
     schedule: ClassVar[str | list[str] | None] = None
     """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
     timeout: ClassVar[timedelta | None] = None
+    debounce: ClassVar[Debounce | None] = None  # keyed by dedup_key (venturi_sa.merge_policies, docs/debounce.md)
+    throttle: ClassVar[timedelta | None] = None  # one start per window per dedup_key (same)
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
@@ -285,9 +289,11 @@ def _check_policy(cls: type[Task]) -> None:
     if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
     check_timeout(cls.timeout, f"{cls.__name__}.timeout")
+    check_policies(cls, Task.dedup_key)
 
 
-POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule")
+POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule",
+               "debounce", "throttle")
 """The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
 
 

@@ -214,7 +214,7 @@ def test_compare_metadata_reports_nothing_for_the_mapped_classes(
 def test_filter_hooks_cover_tables_their_contents_and_the_version_table() -> None:
     venturi = alembic_venturi.exclude_venturi("shop", "billing")
     for table in ("shop_jobs", "shop_journal", "shop_schedules", "shop_fires", "shop_pauses", "shop_cancels",
-                  "shop_timeouts", "shop_on_dead", "shop_traces", "shop_alembic_version",
+                  "shop_timeouts", "shop_on_dead", "shop_traces", "shop_throttles", "shop_alembic_version",
                   "billing_jobs"):
         assert not venturi.include_name(table, "table", {"schema_name": None})
     assert not venturi.include_name("shop_jobs_claim", "index", {"table_name": "shop_jobs"})

@@ -80,6 +80,7 @@ CONTROL_TABLES = ("pauses", "cancels")  # migration v5: runtime control
 TIMEOUT_TABLES = ("timeouts",)  # migration v6: per-job time limits
 ON_DEAD_TABLES = ("on_dead",)  # migration v7: owed on_dead calls
 TRACE_TABLES = ("traces",)  # migration v8: trace context
+THROTTLE_TABLES = ("throttles",)  # migration v11: throttle starts
 
 
 def snapshot(bind: sa.Engine | sa.Connection, prefix: str, names: tuple[str, ...] = SEED_TABLES,

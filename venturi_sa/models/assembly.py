@@ -24,6 +24,7 @@ from venturi_sa.models.bases import (
 )
 from venturi_sa.models.job_tables import job_columns, jobs_args, journal_args, journal_columns
 from venturi_sa.models.step_tables import SignalBase, StepBase, step_classes
+from venturi_sa.models.throttle_tables import ThrottleStartBase, throttles_args, throttles_columns, throttles_name
 from venturi_sa.models.workflow_tables import WorkflowClasses, workflow_classes
 from venturi_sa.prefix import Names
 
@@ -45,6 +46,7 @@ class Models:
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
     ArchivedJob: type[ArchivedJobBase]
+    ThrottleStart: type[ThrottleStartBase]  # v11
     workflow: WorkflowClasses  # the dependency tables (v12)
     Step: type[StepBase]
     Signal: type[SignalBase]
@@ -94,6 +96,10 @@ class Models:
         return cast(sa.Table, self.ArchivedJob.__table__)  # type: ignore[attr-defined]
 
     @property
+    def throttles_table(self) -> sa.Table:
+        return cast(sa.Table, self.ThrottleStart.__table__)  # type: ignore[attr-defined]
+
+    @property
     def steps_table(self) -> sa.Table:
         return cast(sa.Table, self.Step.__table__)  # type: ignore[attr-defined]
 
@@ -106,8 +112,8 @@ class Models:
         """Every table of the queue: the two seed tables, the periodic ones, the runtime-control ones, the archive."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
                 self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
-                self.archive_table, self.workflow.waits_table, self.workflow.parents_table, self.steps_table,
-                self.signals_table)
+                self.archive_table, self.throttles_table, self.workflow.waits_table, self.workflow.parents_table,
+                self.steps_table, self.signals_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -205,7 +211,10 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                                archive_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls, ArchivedJob=archive_cls, **step_classes(prefix, base, _table_class),
+                    TraceContext=trace_cls, ArchivedJob=archive_cls, ThrottleStart=_table_class(
+                        prefix, base, ThrottleStartBase, "ThrottleStart", throttles_name(n), throttles_args(n),
+                        throttles_columns()),
+                    **step_classes(prefix, base, _table_class),
                     workflow=workflow_classes(n, lambda mixin, name, table, args, columns: _table_class(
                         prefix, base, mixin, name, table, args, columns)))
     registry[prefix] = models

@@ -32,6 +32,7 @@ from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.dependents import DependentInfo, ParentInfo
 from venturi_sa.ops.explain import Explanation, explain
+from venturi_sa.ops.held_reasons import with_policy_reasons
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.ops.twins import async_twin, joins_session, nap, operation
@@ -119,7 +120,7 @@ class Operations:
     @operation
     def explain(self, engine: Engine, job_id: str) -> Explanation:
         """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
-        return explain(self.models, engine, job_id)
+        return with_policy_reasons(explain(self.models, engine, job_id), self.registry)  # debounce, throttle
 
     # -- retention ------------------------------------------------------------------------------
 

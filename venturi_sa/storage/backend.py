@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, merge_timing, outcomes, recovery
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -78,7 +78,9 @@ class Backend(Protocol):
 
         At most ``params.caps[kind]`` of a capped kind; ``run_count`` + 1 and a
         lease of the kind's length; returned in claim order (priority, then
-        ``created_at``, then id).
+        ``created_at``, then id).  A job of a kind in ``params.throttles``
+        whose key started less than a window ago is sent back unclaimed in
+        the same transaction (PostgreSQL only; the memory backend ignores it).
         """
 
     def finish_many(self, tx: Tx, params: FinishManyParams) -> set[Fence]:
@@ -125,6 +127,8 @@ class SqlAlchemyBackend:
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
+        if params.throttles:  # one start per window per throttled key
+            return merge_timing.claim_throttled(self.models, tx, params)
         return claim.claim(self.models, tx, params)
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidPayload, UnsupportedIsolation
 from venturi_sa.models import JobBase, Models
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage import steps
 from venturi_sa.storage.faults import sqlstate
+from venturi_sa.storage.merge_targets import merge_target_exclusions
 
 # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
 DEDUP_ISOLATIONS = ("read committed", "read uncommitted")
@@ -141,7 +141,10 @@ def lock_dedup_keys(models: Models, session: Session, params: DedupLockParams) -
 
 
 def oldest_pending_sibling(models: Models, session: Session, params: MergeTargetParams) -> JobBase | None:
-    """The oldest pending job of ``kind`` with ``dedup_key == key``, locked ``FOR UPDATE``.
+    """The oldest pending job of ``kind`` with ``dedup_key == key`` that may absorb an enqueue, locked ``FOR UPDATE``.
+
+    The one choice of merge target: jobs that are pending but must not
+    absorb enqueues are left out (:func:`~venturi_sa.storage.merge_targets.merge_target_exclusions`).
 
     Waits (no SKIP LOCKED) if a worker is claiming it; PostgreSQL then
     re-checks ``status = 'pending'`` on the new row version, so a job that
@@ -152,7 +155,7 @@ def oldest_pending_sibling(models: Models, session: Session, params: MergeTarget
     stmt = (
         sa.select(job)
         .where(job.kind == params.kind, job.dedup_key == params.dedup_key, job.status == Status.PENDING.value,
-               sa.not_(steps.has_entries(models, job)))  # a job that recorded steps or suspended is never merged into
+               *merge_target_exclusions(models))  # jobs pending but not merge targets (waiting on parents, ...)
         .order_by(job.created_at, job.id)
         .limit(1)
         .with_for_update()

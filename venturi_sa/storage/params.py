@@ -89,6 +89,7 @@ class ClaimParams:
     leases: Mapping[str, timedelta]
     default_lease: timedelta
     caps: Mapping[str, int] = field(default_factory=dict)
+    throttles: Mapping[str, timedelta] = field(default_factory=dict)  # Task.throttle by kind (storage/merge_timing)
 
 
 ZERO = timedelta(0)

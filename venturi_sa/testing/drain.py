@@ -163,8 +163,9 @@ def _check_limit(session: Session, queue: Queue, kinds: Sequence[str], max_runs:
 
 def _claim(session: Session, queue: Queue, kinds: Sequence[str], limit: int) -> list[ClaimedJob]:
     leases = {k: queue.registry.get(k).lease for k in kinds}
+    throttles = {k: t for k in kinds if (t := queue.registry.get(k).throttle) is not None}  # as a worker's claim
     params = ClaimParams(worker_id=TEST_WORKER, kinds=list(kinds), limit=limit, leases=leases,
-                         default_lease=DEFAULT_LEASE)
+                         default_lease=DEFAULT_LEASE, throttles=throttles)
     return backend_for(queue.models).claim(session, params)
 
 

@@ -51,8 +51,10 @@ class Producer:
     def __init__(self, backend: Backend, conns: Transactions, worker_id: str, kinds: Sequence[str],
                  leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[Sequence[ClaimedJob]], None],
                  *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
-                 wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None]) -> None:
+                 wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None],
+                 throttles: Mapping[str, timedelta] | None = None) -> None:
         self.backend = backend
+        self.throttles = dict(throttles or {})  # Task.throttle by kind: the claim records and checks starts
         self.conns = conns
         self.worker_id = worker_id
         self.kinds = list(kinds)
@@ -76,7 +78,7 @@ class Producer:
         kinds = [k for k in self.kinds if room.get(k, 1) > 0]
         return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=min(free, self.batch_size),
                            leases=self.leases, default_lease=DEFAULT_LEASE,
-                           caps={k: room[k] for k in kinds if k in room})
+                           caps={k: room[k] for k in kinds if k in room}, throttles=self.throttles)
 
     def claim_round(self) -> Round:
         """Claim for the free slots, in one statement committed before any handler runs."""

@@ -165,7 +165,8 @@ class Worker:
             self.backend, self._claim_conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
             batch_size=self.batch_size, poll_interval=self.poll_interval, fetch_cooldown=self.fetch_cooldown,
             healthy=self._healthy, wake=self._wake, stopping=self._stopping,
-            on_idle=lambda: self._emit("idle", {}))
+            on_idle=lambda: self._emit("idle", {}),
+            throttles={k: t.throttle for k, t in self._tasks.items() if t.throttle is not None})
         self._threads: lifecycle.Threads | None = None
 
     # -- public --------------------------------------------------------------------------
