@@ -29,8 +29,8 @@ from venturi_sa.prefix import Names
 if TYPE_CHECKING:  # Alembic itself is imported where a migration or a check runs, not at import
     from alembic.config import Config
 
-HEAD = "v9"
-REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9")
+HEAD = "v10"
+REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
@@ -39,9 +39,11 @@ HEAD_INDEXES: tuple[str, ...] = (
 )
 # Tables (after the prefix) that exist at HEAD besides the two seed tables, and their indexes.
 HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "timeouts", "on_dead", "traces",
-                               "archive")
+                               "archive", "limit_keys", "limit_overrides", "limit_history", "limit_starts",
+                               "limit_turns")
 HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_open", "on_dead_job",
-                                       "archive_created", "archive_history", "archive_finished")
+                                       "archive_created", "archive_history", "archive_finished",
+                                       "limit_starts_kind", "limit_starts_bucket")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
 # What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
 APP_MANAGED = "app-managed"

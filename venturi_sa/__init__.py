@@ -24,6 +24,7 @@ from venturi_sa.errors import (
     UnknownKind,
     VenturiError,
 )
+from venturi_sa.limit_policy import Rate
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
@@ -65,6 +66,7 @@ __all__ = [
     "PauseInfo",
     "Priority",
     "Queue",
+    "Rate",
     "Registry",
     "Retry",
     "ScheduleInfo",

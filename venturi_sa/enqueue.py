@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa import payloads
+from venturi_sa import limit_keying, payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
@@ -261,6 +261,7 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
     siblings = _decide(models, session, call.tasks, call.max_bytes) if deduplicated else {}
     jobs = _write(models, session, call.tasks, siblings, call.when, call.notify)
     _limit(models, session, call)
+    limit_keying.store_new(models, session, call.tasks, {s.target_id: s.payload for s in siblings.values() if s.notes})
     return jobs
 
 
@@ -292,6 +293,7 @@ def enqueue_ids(models: Models, session: Session, call: Call) -> list[str]:
     stored.insert_rows(models, session, InsertParams(jobs=rows, delay=call.when.delay, run_at=call.when.run_at,
                                               notify_channel=models.names.channel if call.notify else None))
     _limit(models, session, call)
+    limit_keying.store_new(models, session, call.tasks, {})
     return list(rows.ids)
 
 

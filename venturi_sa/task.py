@@ -37,6 +37,7 @@ from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
+from venturi_sa.limit_policy import Rate, check_limits
 from venturi_sa.outcomes import Coalesce, MergeDecision
 
 if TYPE_CHECKING:
@@ -174,6 +175,14 @@ class Task:
     schedule: ClassVar[str | list[str] | None] = None
     """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
     timeout: ClassVar[timedelta | None] = None
+    global_concurrency: ClassVar[int | None] = None
+    """At most this many jobs of the kind claimed at once across every worker (docs/limits.md)."""
+    key_concurrency: ClassVar[int | None] = None
+    """At most this many jobs of one ``limit_key()`` claimed at once across every worker."""
+    rate_limit: ClassVar[Rate | None] = None
+    """At most ``limit`` starts of the kind in any interval of length ``per`` (a sliding window)."""
+    key_rate_limit: ClassVar[Rate | None] = None
+    """The same rate per ``limit_key()``."""
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
@@ -221,6 +230,10 @@ class Task:
 
     def dedup_key(self) -> str | None:
         """A key under which pending jobs of this kind are merged; ``None`` never merges."""
+        return None
+
+    def limit_key(self) -> str | None:
+        """The key this job's key limits and fair claims go by, stored at insert; ``None``: no key."""
         return None
 
     def merge(self, existing: JobBase) -> MergeDecision:
@@ -285,9 +298,11 @@ def _check_policy(cls: type[Task]) -> None:
     if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
     check_timeout(cls.timeout, f"{cls.__name__}.timeout")
+    check_limits(cls)
 
 
-POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule")
+POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule",
+               "global_concurrency", "key_concurrency", "rate_limit", "key_rate_limit", "limit_key")
 """The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
 
 
@@ -337,7 +352,7 @@ def task(
         for name, value in policy.items():
             if name == "backoff":
                 namespace[name] = classmethod(lambda cls, n, _f=value: _f(n))
-            elif name == "dedup_key":
+            elif name in ("dedup_key", "limit_key"):
                 namespace[name] = lambda self, _f=value: _f(self.payload)
             else:
                 namespace[name] = value

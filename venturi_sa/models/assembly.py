@@ -23,6 +23,7 @@ from venturi_sa.models.bases import (
     TraceContextBase,
 )
 from venturi_sa.models.job_tables import job_columns, jobs_args, journal_args, journal_columns
+from venturi_sa.models.limit_tables import LimitModels, limit_models
 from venturi_sa.prefix import Names
 
 T = TypeVar("T")
@@ -43,6 +44,7 @@ class Models:
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
     ArchivedJob: type[ArchivedJobBase]
+    Limits: LimitModels
 
     @property
     def names(self) -> Names:
@@ -93,7 +95,7 @@ class Models:
         """Every table of the queue: the two seed tables, the periodic ones, the runtime-control ones, the archive."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
                 self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
-                self.archive_table)
+                self.archive_table, *self.Limits.tables)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -191,6 +193,7 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                                archive_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls, ArchivedJob=archive_cls)
+                    TraceContext=trace_cls, ArchivedJob=archive_cls,
+                    Limits=limit_models(n, lambda *spec: _table_class(prefix, base, *spec)))
     registry[prefix] = models
     return models

@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from venturi_sa import payloads
+from venturi_sa import limit_keying, payloads
 from venturi_sa.errors import InvalidOption, InvalidTransition, UnknownKind
 from venturi_sa.models import Models
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
@@ -90,6 +90,8 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
         if not result.applied:
             raise InvalidTransition(f"cannot edit job {job_id}: it is {result.job.status}, and only pending "
                                     "jobs can be edited (cancel a claimed job, requeue a dead one)")
+        if stored is not None:
+            limit_keying.store_edited(models, session, registry.get(found.kind), job_id, stored)
         return JobInfo(**result.job._mapping)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, limited_claim, outcomes, recovery
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -125,7 +125,7 @@ class SqlAlchemyBackend:
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
-        return claim.claim(self.models, tx, params)
+        return limited_claim.claim(self.models, tx, params)
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
         return outcomes.finish_many(self.models, tx, params)

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
+from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
@@ -166,6 +167,7 @@ class Worker:
             batch_size=self.batch_size, poll_interval=self.poll_interval, fetch_cooldown=self.fetch_cooldown,
             healthy=self._healthy, wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}))
+        self.producer.limits = declared_limits_of(self._tasks.values())
         self._threads: lifecycle.Threads | None = None
 
     # -- public --------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""The limited claim's SQL: budgets per kind and per key, checked per row; fair turns; rates; overrides; pauses."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from marshmallow import Schema, fields
+from support.workers import enqueue
+
+from venturi_sa import Queue, Rate, Task
+from venturi_sa.limit_policy import declared_limits_of
+from venturi_sa.storage import limited_claim, limits, pauses
+from venturi_sa.storage.params import ClaimedJob, ClaimParams
+
+
+class Tenant(Schema):
+    tenant = fields.String(required=True)
+    n = fields.Integer(load_default=0)
+
+
+def _claim(engine: sa.Engine, models: Any, tasks: list[type[Task]], limit: int = 100,
+           caps: dict[str, int] | None = None) -> list[ClaimedJob]:
+    params = ClaimParams(worker_id="w:1", kinds=[t.KIND for t in tasks], limit=limit, leases={},
+                         default_lease=timedelta(seconds=60), caps=caps or {}, limits=declared_limits_of(tasks))
+    with engine.begin() as conn:
+        return limited_claim.claim(models, conn, params)
+
+
+def _finish(engine: sa.Engine, models: Any, jobs: list[ClaimedJob]) -> None:
+    job = models.jobs_table
+    with engine.begin() as conn:
+        conn.execute(sa.update(job).where(job.c.id.in_([j.id for j in jobs]))
+                     .values(status="completed", finished_at=sa.func.now()))
+
+
+def _tenants(jobs: list[ClaimedJob]) -> list[str]:
+    return [j.payload["tenant"] for j in jobs]
+
+
+def test_global_concurrency_budget_counts_claimed_rows(engine: sa.Engine, models: Any) -> None:
+    class Partner(Task):
+        KIND = "partner"
+        global_concurrency = 3
+
+    queue = Queue(models, [Partner])
+    enqueue(engine, queue, *[Partner() for _ in range(10)])
+    first = _claim(engine, models, [Partner])
+    assert len(first) == 3
+    assert _claim(engine, models, [Partner]) == []
+    _finish(engine, models, first[:2])
+    assert len(_claim(engine, models, [Partner])) == 2
+    assert _claim(engine, models, [Partner], caps={"partner": 1}) == []
+
+
+def test_key_budget_is_checked_per_row_and_none_is_exempt(engine: sa.Engine, models: Any) -> None:
+    class Export(Task):
+        KIND = "export"
+        Payload = Tenant
+        key_concurrency = 2
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"] or None
+
+    queue = Queue(models, [Export])
+    enqueue(engine, queue, *[Export(tenant=t) for t in "aaaaabbbbb"], *[Export(tenant="") for _ in range(3)])
+    claimed = _claim(engine, models, [Export])
+    assert sorted(_tenants(claimed)) == ["", "", "", "a", "a", "b", "b"]
+    assert _claim(engine, models, [Export]) == []
+
+
+def test_fair_turns_across_keys_oldest_last_claim_first(engine: sa.Engine, models: Any) -> None:
+    class Export(Task):
+        KIND = "fair_export"
+        Payload = Tenant
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Export])
+    for i in range(50):
+        enqueue(engine, queue, Export(tenant="big", n=i))
+    enqueue(engine, queue, Export(tenant="small", n=0))
+    enqueue(engine, queue, Export(tenant="late", n=0))
+    first = _claim(engine, models, [Export], limit=1)
+    assert [(j.payload["tenant"], j.payload["n"]) for j in first] == [("big", 0)]
+    second = _claim(engine, models, [Export], limit=2)
+    assert sorted(_tenants(second)) == ["late", "small"]  # never claimed before goes first
+    third = _claim(engine, models, [Export], limit=4)
+    assert [(j.payload["tenant"], j.payload["n"]) for j in third] == [("big", 1), ("big", 2), ("big", 3),
+                                                                       ("big", 4)]
+
+
+def test_round_robin_within_one_claim(engine: sa.Engine, models: Any) -> None:
+    class Export(Task):
+        KIND = "rr_export"
+        Payload = Tenant
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Export])
+    enqueue(engine, queue, *[Export(tenant="a", n=i) for i in range(5)])
+    enqueue(engine, queue, *[Export(tenant="b", n=i) for i in range(5)])
+    claimed = _claim(engine, models, [Export], limit=4)
+    assert sorted((j.payload["tenant"], j.payload["n"]) for j in claimed) == [("a", 0), ("a", 1), ("b", 0),
+                                                                              ("b", 1)]
+
+
+def test_rate_limit_counts_starts_in_the_window(engine: sa.Engine, models: Any) -> None:
+    class Call(Task):
+        KIND = "rated_call"
+        rate_limit = Rate(3, timedelta(hours=1))
+
+    queue = Queue(models, [Call])
+    enqueue(engine, queue, *[Call() for _ in range(6)])
+    first = _claim(engine, models, [Call])
+    assert len(first) == 3
+    _finish(engine, models, first)
+    assert _claim(engine, models, [Call]) == []  # finished, but their starts still lie in the window
+    start = models.Limits.Start
+    with engine.begin() as conn:  # the window moves past them
+        conn.execute(sa.update(start).values(started_at=start.started_at - timedelta(hours=2)))
+    assert len(_claim(engine, models, [Call])) == 3
+
+
+def test_key_rate_limit(engine: sa.Engine, models: Any) -> None:
+    class Call(Task):
+        KIND = "key_rated"
+        Payload = Tenant
+        key_rate_limit = Rate(1, timedelta(hours=1))
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Call])
+    enqueue(engine, queue, *[Call(tenant=t) for t in "aabbc"])
+    first = _claim(engine, models, [Call])
+    assert sorted(_tenants(first)) == ["a", "b", "c"]
+    _finish(engine, models, first)
+    assert _claim(engine, models, [Call]) == []
+
+
+def test_overrides_add_replace_and_remove_limits(engine: sa.Engine, models: Any) -> None:
+    class Plain(Task):
+        KIND = "plain_kind"
+
+    class Declared(Task):
+        KIND = "declared_kind"
+        global_concurrency = 1
+
+    queue = Queue(models, [Plain, Declared])
+    enqueue(engine, queue, *[Plain() for _ in range(5)], *[Declared() for _ in range(5)])
+    with engine.begin() as conn:
+        limits.set_overrides(models, conn, "plain_kind", {"global_concurrency": 2}, "ops")
+        limits.set_overrides(models, conn, "declared_kind", {"global_concurrency": None}, "ops")
+    claimed = _claim(engine, models, [Plain, Declared])
+    assert sorted(j.kind for j in claimed) == ["declared_kind"] * 5 + ["plain_kind"] * 2
+    with engine.begin() as conn:
+        assert limits.clear_overrides(models, conn, "plain_kind", ["global_concurrency", "rate_limit"],
+                                      "ops") == ["global_concurrency"]
+        assert [r.action for r in limits.history(models, conn)] == ["clear", "set", "set"]
+    assert len(_claim(engine, models, [Plain])) == 3
+
+
+def test_a_paused_limited_kind_is_not_claimed(engine: sa.Engine, models: Any) -> None:
+    class Held(Task):
+        KIND = "held_limited"
+        global_concurrency = 5
+
+    queue = Queue(models, [Held])
+    enqueue(engine, queue, Held(), Held())
+    with engine.begin() as conn:
+        pauses.pause(models, conn, pauses.PauseParams(kind="held_limited", actor="ops"))
+    assert _claim(engine, models, [Held]) == []
+
+
+def test_key_follows_an_edited_payload(engine: sa.Engine, models: Any) -> None:
+    class Export(Task):
+        KIND = "edited_export"
+        Payload = Tenant
+        key_concurrency = 1
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Export])
+    first, second = enqueue(engine, queue, Export(tenant="a"), Export(tenant="a"))
+    queue.edit(engine, second, payload={"tenant": "b"})
+    assert sorted(_tenants(_claim(engine, models, [Export]))) == ["a", "b"]
