@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.sql.schema import SchemaItem
 
+from venturi_sa.models.limit_tables import LIMIT_TABLES
 from venturi_sa.prefix import Names
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
         names = Names(prefix)
         tables.update((names.jobs, names.journal, names.schedules, names.fires, names.pauses, names.cancels,
                        names.timeouts, names.on_dead, names.traces, names.archive, names.version_table))
+        tables.update(f"{prefix}_{table}" for table in LIMIT_TABLES)
     return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
 
 

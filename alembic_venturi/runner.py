@@ -39,7 +39,7 @@ HEAD_INDEXES: tuple[str, ...] = (
 )
 # Tables (after the prefix) that exist at HEAD besides the two seed tables, and their indexes.
 HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "timeouts", "on_dead", "traces",
-                               "archive", "limit_keys", "limit_overrides", "limit_history", "limit_starts",
+                               "archive", "limit_keys", "limits", "limit_log", "limit_starts",
                                "limit_turns")
 HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_open", "on_dead_job",
                                        "archive_created", "archive_history", "archive_finished",

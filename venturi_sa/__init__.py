@@ -28,6 +28,7 @@ from venturi_sa.limit_policy import Rate
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
+from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
@@ -58,6 +59,7 @@ __all__ = [
     "JobView",
     "JournalInfo",
     "LeaseLost",
+    "LimitInfo",
     "Models",
     "Outcome",
     "OutcomeContext",

@@ -175,14 +175,10 @@ class Task:
     schedule: ClassVar[str | list[str] | None] = None
     """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
     timeout: ClassVar[timedelta | None] = None
-    global_concurrency: ClassVar[int | None] = None
-    """At most this many jobs of the kind claimed at once across every worker (docs/limits.md)."""
+    global_concurrency: ClassVar[int | None] = None  # limits across every worker: docs/limits.md
     key_concurrency: ClassVar[int | None] = None
-    """At most this many jobs of one ``limit_key()`` claimed at once across every worker."""
     rate_limit: ClassVar[Rate | None] = None
-    """At most ``limit`` starts of the kind in any interval of length ``per`` (a sliding window)."""
     key_rate_limit: ClassVar[Rate | None] = None
-    """The same rate per ``limit_key()``."""
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]

@@ -16,21 +16,21 @@ CREATE TABLE {{prefix}}_limit_keys (
 -- Runtime overrides of a kind's limits (queue.set_limit): one row per kind
 -- and limit name.  value NULL means "no limit" (overriding a declared one);
 -- per is the window of a rate.  queue.clear_limit deletes rows.
-CREATE TABLE {{prefix}}_limit_overrides (
+CREATE TABLE {{prefix}}_limits (
     kind    text NOT NULL,
     name    text NOT NULL,
     value   integer,
     per     interval,
     actor   text NOT NULL,
     set_at  timestamptz NOT NULL,
-    CONSTRAINT {{prefix}}_limit_overrides_pkey PRIMARY KEY (kind, name),
-    CONSTRAINT {{prefix}}_limit_overrides_name_check
+    CONSTRAINT {{prefix}}_limits_pkey PRIMARY KEY (kind, name),
+    CONSTRAINT {{prefix}}_limits_name_check
         CHECK (name IN ('global_concurrency', 'key_concurrency', 'rate_limit', 'key_rate_limit')),
-    CONSTRAINT {{prefix}}_limit_overrides_value_check CHECK (value > 0)
+    CONSTRAINT {{prefix}}_limits_value_check CHECK (value > 0)
 );
 
 -- Who changed which override, and when (set or clear).  Never a journal row.
-CREATE TABLE {{prefix}}_limit_history (
+CREATE TABLE {{prefix}}_limit_log (
     id      bigint GENERATED ALWAYS AS IDENTITY,
     kind    text NOT NULL,
     name    text NOT NULL,
@@ -39,8 +39,8 @@ CREATE TABLE {{prefix}}_limit_history (
     per     interval,
     actor   text NOT NULL,
     at      timestamptz NOT NULL,
-    CONSTRAINT {{prefix}}_limit_history_pkey PRIMARY KEY (id),
-    CONSTRAINT {{prefix}}_limit_history_action_check CHECK (action IN ('set', 'clear'))
+    CONSTRAINT {{prefix}}_limit_log_pkey PRIMARY KEY (id),
+    CONSTRAINT {{prefix}}_limit_log_action_check CHECK (action IN ('set', 'clear'))
 );
 
 -- The rate limits' sliding log: one row per start (claim) of a rate-limited
@@ -50,18 +50,18 @@ CREATE TABLE {{prefix}}_limit_starts (
     id          bigint GENERATED ALWAYS AS IDENTITY,
     kind        text NOT NULL,
     bucket      text NOT NULL,
-    started_at  timestamptz NOT NULL,
+    at          timestamptz NOT NULL,
     CONSTRAINT {{prefix}}_limit_starts_pkey PRIMARY KEY (id)
 );
 CREATE INDEX {{prefix}}_limit_starts_kind
-    ON {{prefix}}_limit_starts (kind, started_at);
+    ON {{prefix}}_limit_starts (kind, at);
 CREATE INDEX {{prefix}}_limit_starts_bucket
-    ON {{prefix}}_limit_starts (kind, bucket, started_at);
+    ON {{prefix}}_limit_starts (kind, bucket, at);
 
 -- Fair claims: when each key (bucket, '' for None) of a kind was last claimed.
 CREATE TABLE {{prefix}}_limit_turns (
-    kind           text NOT NULL,
-    bucket         text NOT NULL,
-    last_claim_at  timestamptz NOT NULL,
+    kind        text NOT NULL,
+    bucket      text NOT NULL,
+    at          timestamptz NOT NULL,
     CONSTRAINT {{prefix}}_limit_turns_pkey PRIMARY KEY (kind, bucket)
 );

@@ -3,6 +3,6 @@
 
 DROP TABLE {{prefix}}_limit_turns;
 DROP TABLE {{prefix}}_limit_starts;
-DROP TABLE {{prefix}}_limit_history;
-DROP TABLE {{prefix}}_limit_overrides;
+DROP TABLE {{prefix}}_limit_log;
+DROP TABLE {{prefix}}_limits;
 DROP TABLE {{prefix}}_limit_keys;

@@ -43,7 +43,7 @@ def test_v9_sets_storage_parameters_and_its_down_migration_resets_them(engine: s
     alembic_venturi.upgrade(engine, prefix, "v8")
     before = snapshot(engine, prefix, tables)
     assert reloptions(engine, f"{prefix}_jobs") == []
-    alembic_venturi.upgrade(engine, prefix)
+    alembic_venturi.upgrade(engine, prefix, "v9")
     assert alembic_venturi.current(engine, prefix) == "v9"
     assert "fillfactor=90" in reloptions(engine, f"{prefix}_jobs")
     assert snapshot(engine, prefix, tables) == before  # columns, constraints and indexes untouched

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
@@ -20,6 +20,8 @@ from venturi_sa.prefix import Names
 
 LIMIT_NAMES = ("global_concurrency", "key_concurrency", "rate_limit", "key_rate_limit")
 """The limits a kind may have, as named in ``Task`` and ``queue.set_limit``."""
+LIMIT_TABLES = ("limit_keys", "limits", "limit_log", "limit_starts", "limit_turns")
+"""The limit tables' names after the prefix."""
 
 
 class LimitKeyBase:
@@ -64,7 +66,7 @@ class LimitStartBase:
     id: Mapped[int]
     kind: Mapped[str]
     bucket: Mapped[str]
-    started_at: Mapped[datetime]
+    at: Mapped[datetime]
 
 
 class LimitTurnBase:
@@ -73,7 +75,7 @@ class LimitTurnBase:
     __venturi_prefix__: str
     kind: Mapped[str]
     bucket: Mapped[str]
-    last_claim_at: Mapped[datetime]
+    at: Mapped[datetime]
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,8 @@ class LimitModels:
 
     @property
     def tables(self) -> tuple[sa.Table, ...]:
-        return tuple(c.__table__ for c in (self.Key, self.Override, self.History, self.Start,  # type: ignore[attr-defined]
-                                           self.Turn))
+        classes: tuple[Any, ...] = (self.Key, self.Override, self.History, self.Start, self.Turn)
+        return tuple(cast(sa.Table, c.__table__) for c in classes)
 
 
 def _identity() -> Any:
@@ -106,18 +108,18 @@ def _specs(n: Names) -> list[tuple[type[Any], str, str, tuple[Any, ...], dict[st
                                     name=conv(n.index("limit_keys_job_id_fkey"))),
         ), {"job_id": mapped_column(sa.Text), "kind": mapped_column(sa.Text, nullable=False),
             "key": mapped_column(sa.Text, nullable=False)}),
-        (LimitOverrideBase, "LimitOverride", f"{p}_limit_overrides", (
-            sa.PrimaryKeyConstraint("kind", "name", name=conv(n.index("limit_overrides_pkey"))),
-            sa.CheckConstraint(in_list("name", LIMIT_NAMES), name=conv(n.index("limit_overrides_name_check"))),
-            sa.CheckConstraint("value > 0", name=conv(n.index("limit_overrides_value_check"))),
+        (LimitOverrideBase, "LimitOverride", f"{p}_limits", (
+            sa.PrimaryKeyConstraint("kind", "name", name=conv(n.index("limits_pkey"))),
+            sa.CheckConstraint(in_list("name", LIMIT_NAMES), name=conv(n.index("limits_name_check"))),
+            sa.CheckConstraint("value > 0", name=conv(n.index("limits_value_check"))),
         ), {"kind": mapped_column(sa.Text), "name": mapped_column(sa.Text),
             "value": mapped_column(sa.Integer, nullable=True), "per": mapped_column(sa.Interval, nullable=True),
             "actor": mapped_column(sa.Text, nullable=False),
             "set_at": mapped_column(tz, nullable=False, default=sa.func.now())}),
-        (LimitHistoryBase, "LimitHistory", f"{p}_limit_history", (
-            sa.PrimaryKeyConstraint("id", name=conv(n.index("limit_history_pkey"))),
+        (LimitHistoryBase, "LimitHistory", f"{p}_limit_log", (
+            sa.PrimaryKeyConstraint("id", name=conv(n.index("limit_log_pkey"))),
             sa.CheckConstraint(in_list("action", ("set", "clear")),
-                               name=conv(n.index("limit_history_action_check"))),
+                               name=conv(n.index("limit_log_action_check"))),
         ), {"id": _identity(), "kind": mapped_column(sa.Text, nullable=False),
             "name": mapped_column(sa.Text, nullable=False), "action": mapped_column(sa.Text, nullable=False),
             "value": mapped_column(sa.Integer, nullable=True), "per": mapped_column(sa.Interval, nullable=True),
@@ -125,14 +127,14 @@ def _specs(n: Names) -> list[tuple[type[Any], str, str, tuple[Any, ...], dict[st
             "at": mapped_column(tz, nullable=False, default=sa.func.now())}),
         (LimitStartBase, "LimitStart", f"{p}_limit_starts", (
             sa.PrimaryKeyConstraint("id", name=conv(n.index("limit_starts_pkey"))),
-            sa.Index(conv(n.index("limit_starts_kind")), "kind", "started_at"),
-            sa.Index(conv(n.index("limit_starts_bucket")), "kind", "bucket", "started_at"),
+            sa.Index(conv(n.index("limit_starts_kind")), "kind", "at"),
+            sa.Index(conv(n.index("limit_starts_bucket")), "kind", "bucket", "at"),
         ), {"id": _identity(), "kind": mapped_column(sa.Text, nullable=False),
-            "bucket": mapped_column(sa.Text, nullable=False), "started_at": mapped_column(tz, nullable=False)}),
+            "bucket": mapped_column(sa.Text, nullable=False), "at": mapped_column(tz, nullable=False)}),
         (LimitTurnBase, "LimitTurn", f"{p}_limit_turns", (
             sa.PrimaryKeyConstraint("kind", "bucket", name=conv(n.index("limit_turns_pkey"))),
         ), {"kind": mapped_column(sa.Text), "bucket": mapped_column(sa.Text),
-            "last_claim_at": mapped_column(tz, nullable=False)}),
+            "at": mapped_column(tz, nullable=False)}),
     ]
 
 

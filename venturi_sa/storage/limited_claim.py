@@ -91,7 +91,7 @@ def _budget(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
         parts.append(limits.global_concurrency - used.scalar_subquery())
     if limits.rate_limit is not None:
         started = sa.select(sa.func.count()).where(start.kind == kind,
-                                                   start.started_at > _since(limits.rate_limit.per))
+                                                   start.at > _since(limits.rate_limit.per))
         parts.append(limits.rate_limit.limit - started.scalar_subquery())
     return sa.func.greatest(0, sa.func.least(*parts)) if len(parts) > 1 else parts[0]
 
@@ -107,7 +107,7 @@ def _key_room(models: Models, kind: str, limits: KindLimits, bucket: Any) -> Any
         parts.append(limits.key_concurrency - used.scalar_subquery())
     if limits.key_rate_limit is not None:
         started = sa.select(sa.func.count()).where(start.kind == kind, start.bucket == bucket,
-                                                   start.started_at > _since(limits.key_rate_limit.per))
+                                                   start.at > _since(limits.key_rate_limit.per))
         parts.append(limits.key_rate_limit.limit - started.scalar_subquery())
     if not parts:
         return sa.literal(_BIG, sa.Integer)
@@ -137,7 +137,7 @@ def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
         .select_from(candidates.outerjoin(rooms, rooms.c.bucket == candidates.c.bucket)
                      .outerjoin(turn, sa.and_(turn.kind == kind, turn.bucket == candidates.c.bucket)))
         .where(candidates.c.in_key <= room_of)
-        .order_by(candidates.c.priority, candidates.c.in_tier, turn.last_claim_at.asc().nulls_first(),
+        .order_by(candidates.c.priority, candidates.c.in_tier, turn.at.asc().nulls_first(),
                   candidates.c.bucket, candidates.c.created_at, candidates.c.id)
         .limit(_budget(models, kind, limits, room))
     )
@@ -177,11 +177,11 @@ def _record(models: Models, runner: Runner, kind: str, limits: KindLimits, start
     turn: Any = models.Limits.Turn
     windows = [r.per for r in (limits.rate_limit, limits.key_rate_limit) if r is not None]
     if windows:
-        runner.execute(sa.delete(start).where(start.kind == kind, start.started_at <= started - max(windows))
+        runner.execute(sa.delete(start).where(start.kind == kind, start.at <= started - max(windows))
                        .execution_options(synchronize_session=False))
-        runner.execute(sa.insert(start), [{"kind": kind, "bucket": b, "started_at": started} for b in starts])
+        runner.execute(sa.insert(start), [{"kind": kind, "bucket": b, "at": started} for b in starts])
     if limits.keyed:
-        stmt = postgresql.insert(turn).values([{"kind": kind, "bucket": b, "last_claim_at": started}
+        stmt = postgresql.insert(turn).values([{"kind": kind, "bucket": b, "at": started}
                                                for b in buckets])
         runner.execute(stmt.on_conflict_do_update(index_elements=["kind", "bucket"],
-                                                  set_={"last_claim_at": stmt.excluded.last_claim_at}))
+                                                  set_={"at": stmt.excluded.at}))

@@ -1,4 +1,4 @@
-"""Limit overrides (``<prefix>_limit_overrides``) and their history, the effective limits, and their use.
+"""Limit overrides (``<prefix>_limits``) and their history, the effective limits, and their use.
 
 Every verb runs in the caller's transaction and never commits.  An override
 holds from every worker's next claim after its commit: the claim reads the
@@ -47,7 +47,8 @@ def overrides(models: Models, runner: Runner, kinds: Sequence[str] | None = None
 def apply(declared: KindLimits | None, overridden: Mapping[str, LimitValue] | None) -> KindLimits:
     """The limits in force: each override replaces the declared value of its name."""
     limits = declared or KindLimits()
-    return replace(limits, **overridden) if overridden else limits
+    changes: dict[str, Any] = dict(overridden or {})
+    return replace(limits, **changes) if changes else limits
 
 
 def effective_limits(models: Models, runner: Runner, kinds: Sequence[str],
@@ -128,7 +129,7 @@ def starts_within(models: Models, runner: Runner, kind: str, per: timedelta, buc
     """Starts of ``kind`` (of one key's ``bucket`` if given) in the last ``per`` on the database clock."""
     start: Any = models.Limits.Start
     stmt = sa.select(sa.func.count()).where(
-        start.kind == kind, start.started_at > sa.func.statement_timestamp() - sa.literal(per, sa.Interval))
+        start.kind == kind, start.at > sa.func.statement_timestamp() - sa.literal(per, sa.Interval))
     if bucket is not None:
         stmt = stmt.where(start.bucket == bucket)
     return int(runner.execute(stmt).scalar_one())

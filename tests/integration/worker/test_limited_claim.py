@@ -121,7 +121,7 @@ def test_rate_limit_counts_starts_in_the_window(engine: sa.Engine, models: Any) 
     assert _claim(engine, models, [Call]) == []  # finished, but their starts still lie in the window
     start = models.Limits.Start
     with engine.begin() as conn:  # the window moves past them
-        conn.execute(sa.update(start).values(started_at=start.started_at - timedelta(hours=2)))
+        conn.execute(sa.update(start).values(at=start.at - timedelta(hours=2)))
     assert len(_claim(engine, models, [Call])) == 3
 
 
