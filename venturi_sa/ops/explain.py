@@ -7,7 +7,8 @@ a code plus a sentence: for a pending job any of ``scheduled``,
 whole queue's), ``no_worker`` (no job of its kind is claimed now or
 finished within ``activity_window``, and this job's own last run is older:
 a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
-claim takes first) and ``eligible``;
+claim takes first), ``limited`` (a limit in force is full or used up:
+named with its current use, docs/limits.md) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
@@ -32,6 +34,7 @@ from venturi_sa.storage import history as history_store
 from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.pauses import ALL_KINDS
+from venturi_sa.task import Registry
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
 
@@ -76,7 +79,7 @@ class Explanation:
 
 
 def explain(models: Models, engine: sa.Engine, job_id: str,
-            activity_window: timedelta = ACTIVITY_WINDOW) -> Explanation:
+            activity_window: timedelta = ACTIVITY_WINDOW, registry: Registry | None = None) -> Explanation:
     """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none.
 
     Its own time limit is read through the job view (``get_job``'s statement),
@@ -86,6 +89,7 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)
+        held = limit_reasons.held(models, session, registry, facts.job if facts is not None else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
             if view is not None:
@@ -94,8 +98,9 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=_reasons(facts, activity_window),
-                       timeout=view.timeout)
+    reasons = [Reason("limited", text) for text in held] + [
+        r for r in _reasons(facts, activity_window) if not (held and r.code == "eligible")]
+    return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)
 
 
 def _reasons(facts: ExplainFacts, window: timedelta) -> list[Reason]:

@@ -118,7 +118,7 @@ class Operations:
     @operation
     def explain(self, engine: Engine, job_id: str) -> Explanation:
         """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
-        return explain(self.models, engine, job_id)
+        return explain(self.models, engine, job_id, registry=self.registry)
 
     # -- retention ------------------------------------------------------------------------------
 

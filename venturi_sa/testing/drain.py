@@ -4,7 +4,9 @@
 statement, runs each through the worker's pipeline in a savepoint of the
 same session (so ``ctx.session`` *is* the test's session) and records its
 outcome with the worker's fenced outcome write and journal row.  Handler
-effects are visible to the test at once and roll back with it.
+effects are visible to the test at once and roll back with it.  Limits
+(``global_concurrency``, key and rate limits, overrides) are ignored: a
+drain runs one job at a time, and every eligible job runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
+from venturi_sa.storage import claim as plain_claim
 from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage import harness
 from venturi_sa.storage.backend import backend_for
@@ -160,7 +163,7 @@ def _claim(session: Session, queue: Queue, kinds: Sequence[str], limit: int) -> 
     leases = {k: queue.registry.get(k).lease for k in kinds}
     params = ClaimParams(worker_id=TEST_WORKER, kinds=list(kinds), limit=limit, leases=leases,
                          default_lease=DEFAULT_LEASE)
-    return backend_for(queue.models).claim(session, params)
+    return plain_claim.claim(queue.models, session, params)  # limits ignored: the plain claim statement
 
 
 def run_pass(session: Session, queue: Queue, kinds: Sequence[str], *, fail_fast: bool, limit: int,

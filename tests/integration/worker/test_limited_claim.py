@@ -189,3 +189,68 @@ def test_key_follows_an_edited_payload(engine: sa.Engine, models: Any) -> None:
     first, second = enqueue(engine, queue, Export(tenant="a"), Export(tenant="a"))
     queue.edit(engine, second, payload={"tenant": "b"})
     assert sorted(_tenants(_claim(engine, models, [Export]))) == ["a", "b"]
+
+
+def test_explain_names_the_limit_and_its_use(engine: sa.Engine, models: Any) -> None:
+    class Export(Task):
+        KIND = "explained_export"
+        Payload = Tenant
+        key_concurrency = 1
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Export])
+    running, waiting = enqueue(engine, queue, Export(tenant="acme"), Export(tenant="acme"))
+    assert "limited" not in queue.explain(engine, waiting).codes
+    [claimed] = _claim(engine, models, [Export])
+    assert claimed.id == running
+    why = queue.explain(engine, waiting)
+    assert why.codes[0] == "limited" and "eligible" not in why.codes
+    assert "key_concurrency 1 of key 'acme' is full: 1 claimed" in str(why)
+    queue.set_limit(engine, "explained_export", key_concurrency=None, global_concurrency=1, actor="ops")
+    assert "global_concurrency 1 of kind 'explained_export' is full: 1 claimed" in str(queue.explain(engine, waiting))
+
+
+def test_drain_ignores_limits(engine: sa.Engine, models: Any) -> None:
+    from sqlalchemy.orm import Session
+
+    from venturi_sa.testing import drain
+
+    ran: list[int] = []
+
+    class One(Task):
+        KIND = "drained_limited"
+        global_concurrency = 1
+        rate_limit = Rate(1, timedelta(hours=1))
+
+        def run(self, ctx: Any) -> None:
+            ran.append(1)
+
+    queue = Queue(models, [One])
+    with Session(engine) as session:
+        queue.enqueue_many(session, [One(), One(), One()])
+        drain(session, queue)
+        session.rollback()
+    assert len(ran) == 3
+
+
+def test_set_limit_refuses_bad_values_and_writes_nothing(engine: sa.Engine, models: Any) -> None:
+    import pytest
+
+    from venturi_sa import InvalidOption
+
+    queue = Queue(models, [])
+    for bad in ({"global_concurrency": 0}, {"rate_limit": 5}, {"key_concurrency": -1}, {}):
+        with pytest.raises(InvalidOption):
+            queue.set_limit(engine, "some_kind", **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="no patterns"):
+        queue.set_limit(engine, "reports.*", global_concurrency=1)
+    with pytest.raises(InvalidOption, match="unknown limit"):
+        queue.clear_limit(engine, "some_kind", "concurrency")
+    assert queue.limits(engine) == []
+    infos = queue.set_limit(engine, "some_kind", rate_limit=Rate(100, timedelta(minutes=1)), actor="ops")
+    assert [(i.name, i.value, i.source, i.in_use) for i in infos] == [
+        ("rate_limit", Rate(100, timedelta(minutes=1)), "override", 0)]
+    assert queue.clear_limit(engine, "some_kind") == ["rate_limit"]
+    assert queue.limits(engine) == []
