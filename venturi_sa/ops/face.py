@@ -214,7 +214,7 @@ class Operations:
                   key_concurrency: Count = UNSET, rate_limit: Rated = UNSET, key_rate_limit: Rated = UNSET,
                   actor: str = ACTOR) -> list[LimitInfo]:
         """Override ``kind``'s limits from every worker's next claim after commit (omitted: unchanged, None: none)."""
-        return limit_ops.set_limit(self.models, engine, kind, {
+        return limit_ops.set_limit(self.models, self.registry, engine, kind, {
             "global_concurrency": global_concurrency, "key_concurrency": key_concurrency,
             "rate_limit": rate_limit, "key_rate_limit": key_rate_limit}, actor)
 

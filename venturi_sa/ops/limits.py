@@ -85,7 +85,7 @@ def _checked(name: str, value: object) -> int | Rate | None:
     return check_count(value, name)
 
 
-def set_limit(models: Models, engine: sa.Engine, kind: str, values: dict[str, object],
+def set_limit(models: Models, registry: Registry, engine: sa.Engine, kind: str, values: dict[str, object],
               actor: str = DEFAULT_ACTOR) -> list[LimitInfo]:
     """Override the given limits of ``kind`` (None: no limit; 0 is refused, use a pause); the kind's limits after.
 
@@ -99,7 +99,7 @@ def set_limit(models: Models, engine: sa.Engine, kind: str, values: dict[str, ob
     who = check_text(actor, "actor", required=True) or actor
     with short_transaction(models, engine) as session:
         store.set_overrides(models, session, kind, given, who)
-    return [info for info in limits(models, Registry(()), engine) if info.kind == kind]
+    return [info for info in limits(models, registry, engine) if info.kind == kind]
 
 
 def clear_limit(models: Models, engine: sa.Engine, kind: str, names: tuple[str, ...],
