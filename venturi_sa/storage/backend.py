@@ -128,16 +128,22 @@ class SqlAlchemyBackend:
         return limited_claim.claim(self.models, tx, params)
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
-        return outcomes.finish_many(self.models, tx, params)
+        held = outcomes.finish_many(self.models, tx, params)
+        limited_claim.wake_if_limited(self.models, tx, (fence.kind for fence in held))
+        return held
 
     def renew(self, tx: Runner, params: RenewParams) -> RenewResult:
         return leases.renew(self.models, tx, params)
 
     def recover(self, tx: Runner, params: RecoverParams) -> list[RecoveredJob]:
-        return recovery.recover(self.models, tx, params)
+        recovered = recovery.recover(self.models, tx, params)
+        limited_claim.wake_if_limited(self.models, tx, (job.kind for job in recovered))
+        return recovered
 
     def soonest_visible(self, tx: Runner, params: SoonestParams) -> float | None:
-        return claim.seconds_until_visible(self.models, tx, params)
+        soonest = claim.seconds_until_visible(self.models, tx, params)
+        slot = limited_claim.seconds_until_rate_slot(self.models, tx, params.kinds)
+        return slot if soonest is None or (slot is not None and slot < soonest) else soonest
 
     def checkpoint(self, tx: Runner, params: CheckpointParams) -> bool:
         return checkpoint.write_checkpoint(self.models, tx, params)

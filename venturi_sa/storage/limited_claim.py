@@ -23,6 +23,7 @@ commits; the lock goes with the claim's transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -30,16 +31,21 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from venturi_sa.limit_policy import KindLimits
+from venturi_sa.limit_policy import KindLimits, Rate
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import claim as plain
+from venturi_sa.storage import drivers
 from venturi_sa.storage.claim import _lease_expr
 from venturi_sa.storage.limits import effective_limits
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner
 from venturi_sa.storage.pauses import claimable_kinds
 from venturi_sa.storage.timeouts import own_timeout
 
+_LIMITED: dict[str, set[str]] = {}
+"""Per prefix, the kinds this process has claimed as limited: their freed slots wake the other workers."""
+_RATED: dict[str, dict[str, Rate]] = {}
+"""Per prefix, the kind-wide rates in force at this process's last limited claim."""
 NO_KEY = ""
 """The bucket of the key None in the rate log and the fairness turns (a limit key is never empty)."""
 _BIG = 2 ** 31 - 1
@@ -52,6 +58,8 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
     limited = effective_limits(models, runner, params.kinds, params.limits)
     if not limited:
         return plain.claim(models, runner, params)
+    _LIMITED.setdefault(models.prefix, set()).update(limited)
+    _RATED[models.prefix] = {k: v.rate_limit for k, v in limited.items() if v.rate_limit is not None}
     lock(models, runner, sorted(limited))
     jobs: list[ClaimedJob] = []
     for kind in sorted(limited):
@@ -63,6 +71,40 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
         jobs += plain.claim(models, runner, replace(params, kinds=rest, limit=params.limit - len(jobs)))
     jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
     return jobs
+
+
+def wake_if_limited(models: Models, runner: Runner, kinds: Iterable[str]) -> None:
+    """NOTIFY the queue's workers on commit if one of ``kinds`` is limited: a slot was freed in this transaction.
+
+    Called where the worker's runs leave ``claimed`` (outcomes, recovery);
+    kinds this process never claimed as limited cost a set lookup.
+    """
+    limited = _LIMITED.get(models.prefix)
+    if limited and not limited.isdisjoint(kinds):
+        runner.execute(drivers.notify_statement(models.names.channel))
+
+
+def seconds_until_rate_slot(models: Models, runner: Runner, kinds: Sequence[str]) -> float | None:
+    """Seconds until a full rate window of ``kinds`` has room again (None: no rate is full).
+
+    The producer waits no longer than this when its claim came back short.
+    """
+    rated = [k for k in kinds if k in _RATED.get(models.prefix, {})]
+    if not rated:
+        return None
+    start: Any = models.Limits.Start
+    soonest: float | None = None
+    for kind in rated:
+        rate = _RATED[models.prefix][kind]
+        # the limit-th newest start in the window: a claim is allowed again once it leaves
+        nth = (sa.select(start.at).where(start.kind == kind, start.at > _since(rate.per))
+               .order_by(start.at.desc()).offset(rate.limit - 1).limit(1))
+        leaves = sa.select(sa.func.extract("epoch", nth.scalar_subquery()
+                                           + sa.literal(rate.per, sa.Interval) - sa.func.statement_timestamp()))
+        value = runner.execute(leaves).scalar()
+        if value is not None:
+            soonest = float(value) if soonest is None else min(soonest, float(value))
+    return None if soonest is None else max(0.0, soonest)
 
 
 def lock_key(models: Models, kind: str) -> str:

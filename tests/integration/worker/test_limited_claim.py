@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 from datetime import timedelta
 from typing import Any
 
@@ -254,3 +255,38 @@ def test_set_limit_refuses_bad_values_and_writes_nothing(engine: sa.Engine, mode
         ("rate_limit", Rate(100, timedelta(minutes=1)), "override", 0)]
     assert queue.clear_limit(engine, "some_kind") == ["rate_limit"]
     assert queue.limits(engine) == []
+
+
+def test_the_next_rate_slot_and_the_wake_up_of_a_freed_slot(engine: sa.Engine, models: Any) -> None:
+    from venturi_sa.storage.backend import backend_for
+    from venturi_sa.storage.params import SoonestParams
+
+    class Call(Task):
+        KIND = "slotted_call"
+        rate_limit = Rate(2, timedelta(minutes=10))
+
+    queue = Queue(models, [Call])
+    enqueue(engine, queue, Call(), Call(), Call())
+    with engine.begin() as conn:
+        assert backend_for(models).soonest_visible(conn, SoonestParams(kinds=["slotted_call"])) is None
+    claimed = _claim(engine, models, [Call])
+    assert len(claimed) == 2
+    with engine.begin() as conn:
+        wait = backend_for(models).soonest_visible(conn, SoonestParams(kinds=["slotted_call"]))
+    assert wait is not None and 590 < wait <= 600
+    raw = engine.raw_connection()
+    raw.detach()
+    listener: Any = raw.dbapi_connection  # psycopg2, autocommit, LISTENing on the queue's channel
+    listener.autocommit = True
+    try:
+        with listener.cursor() as cur:
+            cur.execute(f'LISTEN "{models.names.channel}"')
+        with engine.begin() as writer:  # an unlimited kind's freed slot wakes nobody
+            limited_claim.wake_if_limited(models, writer, ["other_kind"])
+        with engine.begin() as writer:
+            limited_claim.wake_if_limited(models, writer, ["slotted_call"])
+        assert select.select([listener], [], [], 10)[0]
+        listener.poll()
+        assert len(listener.notifies) == 1
+    finally:
+        listener.close()
