@@ -240,8 +240,10 @@ def prepared(registry: Registry, tasks: Sequence[Task], *, priority: object = No
     the database clock.  Each stored payload must fit ``max_bytes`` of JSON
     (the bounds are in docs/tasks.md, "Bounds on what enqueue accepts").
     """
-    return Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
+    call = Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
                 tasks=_prepare_many(registry, tasks, priority, max_bytes), notify=notify, max_bytes=max_bytes)
+    limit_keying.check_new(call.tasks)  # a bad limit_key() raises here, before anything is written
+    return call
 
 
 def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:

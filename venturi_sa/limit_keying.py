@@ -26,6 +26,13 @@ class _Prepared(Protocol):
     absorbed: bool
 
 
+def check_new(tasks: Sequence[_Prepared]) -> None:
+    """Raise ``InvalidOption`` if a task's ``limit_key()`` is not None or a valid key (nothing is written)."""
+    for p in tasks:
+        if is_keyed(type(p.task)):
+            check_key(p.task.limit_key(), p.kind)
+
+
 def store_new(models: Models, runner: Runner, tasks: Sequence[_Prepared], merged: Mapping[str, Any]) -> None:
     """Store the keys of an enqueue's jobs: each inserted job's, and each merge target's from its merged payload.
 

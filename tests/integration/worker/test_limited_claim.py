@@ -290,3 +290,26 @@ def test_the_next_rate_slot_and_the_wake_up_of_a_freed_slot(engine: sa.Engine, m
         assert len(listener.notifies) == 1
     finally:
         listener.close()
+
+
+def test_a_bad_limit_key_is_refused_before_anything_is_written(engine: sa.Engine, models: Any) -> None:
+    import pytest
+    from sqlalchemy.orm import Session
+
+    from venturi_sa import InvalidOption
+
+    class Export(Task):
+        KIND = "bad_key_export"
+        Payload = Tenant
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Export])
+    with Session(engine) as session:
+        with pytest.raises(InvalidOption, match="limit_key"):
+            queue.enqueue_many(session, [Export(tenant="a"), Export(tenant="")])
+        assert not session.new
+        session.commit()
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.jobs_table)).scalar_one() == 0
