@@ -159,6 +159,13 @@ def _key_room(models: Models, kind: str, limits: KindLimits, bucket: Any) -> Any
 def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
     """The ids to claim, in fair order, at most the kind's budget and each key's."""
     job, key, turn = models.Job, models.Limits.Key, models.Limits.Turn
+    if not limits.keyed:  # no keys to be fair across: the claim index's order, up to the budget
+        plain_ids = (sa.select(job.id)
+                     .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
+                            claimable_kinds(models, [kind]))
+                     .order_by(job.priority, job.created_at).limit(_budget(models, kind, limits, room))
+                     .with_for_update(skip_locked=True))
+        return sa.func.ARRAY(plain_ids.scalar_subquery())
     bucket = sa.func.coalesce(key.key, NO_KEY)
     candidates = (
         sa.select(job.id, job.priority, job.created_at, bucket.label("bucket"), key.key.label("key"),
