@@ -113,7 +113,7 @@ class Operations:
     @operation
     def stats(self, engine: Engine) -> Stats:
         """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
-        return stats.stats(self.models, engine)
+        return stats.stats(self.models, engine, self.registry)
 
     @operation
     def explain(self, engine: Engine, job_id: str) -> Explanation:

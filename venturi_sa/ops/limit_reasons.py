@@ -51,3 +51,30 @@ def held(models: Models, session: Any, registry: Registry | None, job: Any) -> l
             texts.append(f"key_rate_limit {limits.key_rate_limit} of key {key!r} is used up: {started} starts "
                          "in the window")
     return texts
+
+
+def held_counts(models: Models, session: Any, registry: Registry | None) -> dict[str, int]:
+    """``kind -> eligible pending jobs held by a limit now`` (kinds with none left out), for ``stats``.
+
+    A kind whose global concurrency is full or whose rate is used up holds
+    all its eligible jobs; otherwise a full key holds that key's.
+    """
+    kinds = set(store.overrides(models, session))
+    if registry is not None:
+        kinds |= {t.KIND for t in registry if declared_limits(t).any}
+    counts: dict[str, int] = {}
+    for kind in sorted(kinds):
+        limits = in_force(models, session, registry, kind)
+        full = (limits.global_concurrency is not None
+                and store.claimed_counts(models, session, [kind]).get(kind, 0) >= limits.global_concurrency)
+        full = full or (limits.rate_limit is not None and store.starts_within(
+            models, session, kind, limits.rate_limit.per) >= limits.rate_limit.limit)
+        if full:
+            n = store.eligible_count(models, session, kind)
+        elif limits.key_concurrency is not None:
+            n = store.held_by_key(models, session, kind, limits.key_concurrency)
+        else:
+            n = 0
+        if n:
+            counts[kind] = n
+    return counts

@@ -191,6 +191,8 @@ class Stats:
     oldest_eligible_age_by_kind: dict[str, timedelta] = field(default_factory=dict)
     schedules: list[ScheduleInfo] = field(default_factory=list)
     """The queue's periodic-job schedules (removed ones left out), read in the same snapshot."""
+    limited: dict[str, int] = field(default_factory=dict)
+    """Per kind, eligible pending jobs held by a limit now (docs/limits.md); counted in ``eligible`` too."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""

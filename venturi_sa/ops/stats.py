@@ -13,6 +13,7 @@ import dataclasses
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
@@ -20,15 +21,17 @@ from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
+from venturi_sa.task import Registry
 
 
-def stats(models: Models, engine: sa.Engine) -> Stats:
+def stats(models: Models, engine: sa.Engine, registry: Registry | None = None) -> Stats:
     """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = stats_store.read_stats(models, session, StatsParams())
         raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
-    return dataclasses.replace(shape_stats(raw), schedules=schedules)
+        limited = limit_reasons.held_counts(models, session, registry)
+    return dataclasses.replace(shape_stats(raw), schedules=schedules, limited=limited)
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

@@ -133,3 +133,23 @@ def starts_within(models: Models, runner: Runner, kind: str, per: timedelta, buc
     if bucket is not None:
         stmt = stmt.where(start.bucket == bucket)
     return int(runner.execute(stmt).scalar_one())
+
+
+def held_by_key(models: Models, runner: Runner, kind: str, key_concurrency: int) -> int:
+    """Eligible pending jobs of ``kind`` whose key has ``key_concurrency`` or more claimed jobs."""
+    job, key = models.Job, models.Limits.Key
+    other, other_key = sa.orm.aliased(job), sa.orm.aliased(key)
+    full = (sa.select(other_key.key).select_from(other).join(other_key, other_key.job_id == other.id)
+            .where(other.status == Status.CLAIMED.value, other.kind == kind).group_by(other_key.key)
+            .having(sa.func.count() >= key_concurrency))
+    return int(runner.execute(
+        sa.select(sa.func.count()).select_from(job).join(key, key.job_id == job.id)
+        .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
+               key.key.in_(full))).scalar_one())
+
+
+def eligible_count(models: Models, runner: Runner, kind: str) -> int:
+    """Eligible pending jobs of ``kind``."""
+    job = models.Job
+    return int(runner.execute(sa.select(sa.func.count()).where(
+        job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now())).scalar_one())

@@ -313,3 +313,27 @@ def test_a_bad_limit_key_is_refused_before_anything_is_written(engine: sa.Engine
         session.commit()
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(models.jobs_table)).scalar_one() == 0
+
+
+def test_stats_count_the_jobs_held_by_a_limit(engine: sa.Engine, models: Any) -> None:
+    class Partner(Task):
+        KIND = "stats_partner"
+        global_concurrency = 1
+
+    class Export(Task):
+        KIND = "stats_export"
+        Payload = Tenant
+        key_concurrency = 1
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Partner, Export])
+    enqueue(engine, queue, Partner(), Partner(), Partner())
+    enqueue(engine, queue, Export(tenant="a"), Export(tenant="a"), Export(tenant="a"), Export(tenant="b"))
+    assert queue.stats(engine).limited == {}
+    _claim(engine, models, [Partner], limit=1)
+    _claim(engine, models, [Export], limit=1)  # tenant a's oldest
+    stats = queue.stats(engine)
+    assert stats.limited == {"stats_partner": 2, "stats_export": 2}
+    assert stats.as_dict()["limited"] == {"stats_partner": 2, "stats_export": 2}
