@@ -43,7 +43,7 @@ HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "time
                                "limit_turns")
 HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_open", "on_dead_job",
                                        "archive_created", "archive_history", "archive_finished",
-                                       "limit_starts_kind", "limit_starts_bucket")
+                                       "limit_starts_kind", "limit_starts_key")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
 # What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
 APP_MANAGED = "app-managed"

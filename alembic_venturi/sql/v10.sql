@@ -44,24 +44,24 @@ CREATE TABLE {{prefix}}_limit_log (
 );
 
 -- The rate limits' sliding log: one row per start (claim) of a rate-limited
--- kind; bucket is the job's limit key ('' for the key None).  Rows older than
+-- kind; key is the job's limit key ('' for the key None).  Rows older than
 -- the longest window are pruned by the claim.
 CREATE TABLE {{prefix}}_limit_starts (
     id          bigint GENERATED ALWAYS AS IDENTITY,
     kind        text NOT NULL,
-    bucket      text NOT NULL,
+    key         text NOT NULL,
     at          timestamptz NOT NULL,
     CONSTRAINT {{prefix}}_limit_starts_pkey PRIMARY KEY (id)
 );
 CREATE INDEX {{prefix}}_limit_starts_kind
     ON {{prefix}}_limit_starts (kind, at);
-CREATE INDEX {{prefix}}_limit_starts_bucket
-    ON {{prefix}}_limit_starts (kind, bucket, at);
+CREATE INDEX {{prefix}}_limit_starts_key
+    ON {{prefix}}_limit_starts (kind, key, at);
 
--- Fair claims: when each key (bucket, '' for None) of a kind was last claimed.
+-- Fair claims: when each key ('' for None) of a kind was last claimed.
 CREATE TABLE {{prefix}}_limit_turns (
     kind        text NOT NULL,
-    bucket      text NOT NULL,
+    key         text NOT NULL,
     at          timestamptz NOT NULL,
-    CONSTRAINT {{prefix}}_limit_turns_pkey PRIMARY KEY (kind, bucket)
+    CONSTRAINT {{prefix}}_limit_turns_pkey PRIMARY KEY (kind, key)
 );

@@ -22,7 +22,7 @@ def test_v10_tables_equal_the_mapped_classes(engine: sa.Engine, prefix: str, len
     assert defs["{{prefix}}_limit_keys_job_id_fkey"].endswith("ON DELETE CASCADE")
     assert defs["{{prefix}}_limits_pkey"] == "PRIMARY KEY (kind, name)"
     indexes = {i[1]: i[2] for i in migrated["indexes"]}
-    assert indexes["{{prefix}}_limit_starts_bucket"].endswith("USING btree (kind, bucket, at)")
+    assert indexes["{{prefix}}_limit_starts_key"].endswith("USING btree (kind, key, at)")
 
 
 def test_down_to_v9_drops_only_the_limit_tables(engine: sa.Engine, prefix: str) -> None:

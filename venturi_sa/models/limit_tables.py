@@ -60,21 +60,21 @@ class LimitHistoryBase:
 
 
 class LimitStartBase:
-    """One start of a rate-limited kind (``bucket``: the key, ``''`` for None)."""
+    """One start of a rate-limited kind (``key``: its limit key, ``''`` for None)."""
 
     __venturi_prefix__: str
     id: Mapped[int]
     kind: Mapped[str]
-    bucket: Mapped[str]
+    key: Mapped[str]
     at: Mapped[datetime]
 
 
 class LimitTurnBase:
-    """When a key (``bucket``) of a kind was last claimed: the fair claim's order."""
+    """When a key (``''`` for None) of a kind was last claimed: the fair claim's order."""
 
     __venturi_prefix__: str
     kind: Mapped[str]
-    bucket: Mapped[str]
+    key: Mapped[str]
     at: Mapped[datetime]
 
 
@@ -128,12 +128,12 @@ def _specs(n: Names) -> list[tuple[type[Any], str, str, tuple[Any, ...], dict[st
         (LimitStartBase, "LimitStart", f"{p}_limit_starts", (
             sa.PrimaryKeyConstraint("id", name=conv(n.index("limit_starts_pkey"))),
             sa.Index(conv(n.index("limit_starts_kind")), "kind", "at"),
-            sa.Index(conv(n.index("limit_starts_bucket")), "kind", "bucket", "at"),
+            sa.Index(conv(n.index("limit_starts_key")), "kind", "key", "at"),
         ), {"id": _identity(), "kind": mapped_column(sa.Text, nullable=False),
-            "bucket": mapped_column(sa.Text, nullable=False), "at": mapped_column(tz, nullable=False)}),
+            "key": mapped_column(sa.Text, nullable=False), "at": mapped_column(tz, nullable=False)}),
         (LimitTurnBase, "LimitTurn", f"{p}_limit_turns", (
-            sa.PrimaryKeyConstraint("kind", "bucket", name=conv(n.index("limit_turns_pkey"))),
-        ), {"kind": mapped_column(sa.Text), "bucket": mapped_column(sa.Text),
+            sa.PrimaryKeyConstraint("kind", "key", name=conv(n.index("limit_turns_pkey"))),
+        ), {"kind": mapped_column(sa.Text), "key": mapped_column(sa.Text),
             "at": mapped_column(tz, nullable=False)}),
     ]
 

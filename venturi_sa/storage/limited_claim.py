@@ -148,7 +148,7 @@ def _key_room(models: Models, kind: str, limits: KindLimits, bucket: Any) -> Any
                 .where(other.status == Status.CLAIMED.value, other.kind == kind, other_key.key == bucket))
         parts.append(limits.key_concurrency - used.scalar_subquery())
     if limits.key_rate_limit is not None:
-        started = sa.select(sa.func.count()).where(start.kind == kind, start.bucket == bucket,
+        started = sa.select(sa.func.count()).where(start.kind == kind, start.key == bucket,
                                                    start.at > _since(limits.key_rate_limit.per))
         parts.append(limits.key_rate_limit.limit - started.scalar_subquery())
     if not parts:
@@ -184,7 +184,7 @@ def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
     fair = (
         sa.select(candidates.c.id)
         .select_from(candidates.outerjoin(rooms, rooms.c.bucket == candidates.c.bucket)
-                     .outerjoin(turn, sa.and_(turn.kind == kind, turn.bucket == candidates.c.bucket)))
+                     .outerjoin(turn, sa.and_(turn.kind == kind, turn.key == candidates.c.bucket)))
         .where(candidates.c.in_key <= room_of)
         .order_by(candidates.c.priority, candidates.c.in_tier, turn.at.asc().nulls_first(),
                   candidates.c.bucket, candidates.c.created_at, candidates.c.id)
@@ -228,9 +228,9 @@ def _record(models: Models, runner: Runner, kind: str, limits: KindLimits, start
     if windows:
         runner.execute(sa.delete(start).where(start.kind == kind, start.at <= started - max(windows))
                        .execution_options(synchronize_session=False))
-        runner.execute(sa.insert(start), [{"kind": kind, "bucket": b, "at": started} for b in starts])
+        runner.execute(sa.insert(start), [{"kind": kind, "key": b, "at": started} for b in starts])
     if limits.keyed:
-        stmt = postgresql.insert(turn).values([{"kind": kind, "bucket": b, "at": started}
+        stmt = postgresql.insert(turn).values([{"kind": kind, "key": b, "at": started}
                                                for b in buckets])
-        runner.execute(stmt.on_conflict_do_update(index_elements=["kind", "bucket"],
+        runner.execute(stmt.on_conflict_do_update(index_elements=["kind", "key"],
                                                   set_={"at": stmt.excluded.at}))

@@ -131,7 +131,7 @@ def starts_within(models: Models, runner: Runner, kind: str, per: timedelta, buc
     stmt = sa.select(sa.func.count()).where(
         start.kind == kind, start.at > sa.func.statement_timestamp() - sa.literal(per, sa.Interval))
     if bucket is not None:
-        stmt = stmt.where(start.bucket == bucket)
+        stmt = stmt.where(start.key == bucket)
     return int(runner.execute(stmt).scalar_one())
 
 
