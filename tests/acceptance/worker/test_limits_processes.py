@@ -107,6 +107,22 @@ def test_global_and_key_limits_hold_across_processes(engine: sa.Engine, models: 
         assert procs.stop(proc) == 0
 
 
+def test_a_backlog_never_delays_another_keys_first_job_by_more_than_one_round(
+        engine: sa.Engine, models: Any, prefix: str, procs: Procs) -> None:
+    queue = limits_app.build_queue(prefix, engine)
+    fair = queue.registry.get("fair")
+    enqueue(engine, queue, *[fair(tenant="big") for _ in range(20)])
+    enqueue(engine, queue, fair(tenant="small"))  # enqueued after the whole backlog
+    workers = _start(procs)
+    wait_until(lambda: _done(engine, prefix, "fair") == 21, what="every fair job")
+    with engine.connect() as conn:
+        order = [k for (k,) in conn.execute(sa.text(
+            f"SELECT key FROM {prefix}_spans WHERE kind = 'fair' ORDER BY started"))]
+    assert order.index("small") <= 1, order  # one round: at most big's first job before it
+    for proc in workers:
+        assert procs.stop(proc) == 0
+
+
 def test_a_limit_set_at_runtime_is_obeyed_by_running_workers(engine: sa.Engine, models: Any, prefix: str,
                                                              procs: Procs) -> None:
     queue = limits_app.build_queue(prefix, engine)

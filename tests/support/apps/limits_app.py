@@ -7,6 +7,7 @@ number, start and end on the database clock, each committed at once). Kinds:
 
 * ``partner``: ``global_concurrency = 2``; holds its slot for a short while;
 * ``export``: ``key_concurrency = 1`` by the payload's ``tenant``;
+* ``fair``: ``global_concurrency = 1`` with a ``limit_key`` (the tenant), no key limit;
 * ``plain``: no declared limit (the tests override it at runtime);
 * ``stuck``: ``global_concurrency = 1``, lease 2 s; with ``hold`` its first
   run never ends by itself (the test SIGKILLs its process); other runs complete.
@@ -69,6 +70,17 @@ def build_queue(prefix: str, engine: sa.Engine) -> Queue:
         def run(self, ctx: JobContext) -> None:
             span(ctx, self.limit_key(), HOLD)
 
+    class Fair(Task):
+        KIND = "fair"
+        Payload = Tenant
+        global_concurrency = 1
+
+        def limit_key(self) -> str | None:
+            return str(self.payload["tenant"]) or None
+
+        def run(self, ctx: JobContext) -> None:
+            span(ctx, self.limit_key(), 0)
+
     class Plain(Task):
         KIND = "plain"
 
@@ -90,7 +102,7 @@ def build_queue(prefix: str, engine: sa.Engine) -> Queue:
                 return
             span(ctx, None, 0)
 
-    return Queue(make_models(prefix), [Partner, Export, Plain, Stuck])
+    return Queue(make_models(prefix), [Partner, Export, Fair, Plain, Stuck])
 
 
 def main() -> int:
