@@ -29,6 +29,8 @@ def held(models: Models, session: Any, registry: Registry | None, job: Any) -> l
     if job is None or job.status != Status.PENDING.value:
         return []
     limits = in_force(models, session, registry, job.kind)
+    if not limits.any:
+        return []
     texts = []
     if limits.global_concurrency is not None:
         used = store.claimed_counts(models, session, [job.kind]).get(job.kind, 0)
