@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.sql.schema import SchemaItem
 
+from venturi_sa.models.limit_tables import LIMIT_TABLES
 from venturi_sa.models.workflow_tables import parents_table_name, waits_table_name
 from venturi_sa.prefix import Names
 
@@ -98,6 +99,7 @@ def exclude_venturi(*prefixes: str) -> VenturiFilter:
                        names.timeouts, names.on_dead, names.traces, names.archive, names.version_table,
                        names.index("throttles"), waits_table_name(names), parents_table_name(names),
                        names.index("steps"), names.index("signals")))
+        tables.update(f"{prefix}_{table}" for table in LIMIT_TABLES)
     return VenturiFilter(frozenset(tables), frozenset(Names(p).archive for p in prefixes))
 
 

@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # Alembic itself is imported where a migration or a check run
     from alembic.config import Config
 
 HEAD = "v13"
-REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v11", "v12", "v13")
+REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+                              "v13")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
@@ -39,10 +40,11 @@ HEAD_INDEXES: tuple[str, ...] = (
 )
 # Tables (after the prefix) that exist at HEAD besides the two seed tables, and their indexes.
 HEAD_TABLES: tuple[str, ...] = ("schedules", "fires", "pauses", "cancels", "timeouts", "on_dead", "traces",
-                               "archive", "throttles", "waits", "parents", "steps", "signals")
+                               "archive", "limit_keys", "limits", "limit_log", "limit_starts", "limit_turns",
+                               "throttles", "waits", "parents", "steps", "signals")
 HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_open", "on_dead_job",
                                        "archive_created", "archive_history", "archive_finished",
-                                       "parents_parent")
+                                       "limit_starts_kind", "limit_starts_key", "parents_parent")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
 # What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
 APP_MANAGED = "app-managed"

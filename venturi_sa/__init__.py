@@ -26,11 +26,13 @@ from venturi_sa.errors import (
     UnknownKind,
     VenturiError,
 )
+from venturi_sa.limit_policy import Rate
 from venturi_sa.merge_policies import Debounce
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
 from venturi_sa.ops.job_steps import SignalInfo, Signalled, StepInfo
+from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
@@ -62,6 +64,7 @@ __all__ = [
     "JobView",
     "JournalInfo",
     "LeaseLost",
+    "LimitInfo",
     "Models",
     "Outcome",
     "OutcomeContext",
@@ -70,6 +73,7 @@ __all__ = [
     "PauseInfo",
     "Priority",
     "Queue",
+    "Rate",
     "Registry",
     "Retry",
     "ScheduleInfo",

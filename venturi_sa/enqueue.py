@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa import merge_policies, payloads
+from venturi_sa import limit_keying, merge_policies, payloads
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
 from venturi_sa.outcomes import Coalesce, Independent
@@ -38,7 +38,8 @@ from venturi_sa.storage.enqueue import (
 )
 from venturi_sa.storage.session_adds import enqueue_time, literal_visible_time
 from venturi_sa.storage.timeouts import TimeoutsParams
-from venturi_sa.task import Registry, Task, check_delay, check_priority, check_run_at, check_timeout
+from venturi_sa.task import Registry, Task, check_priority
+from venturi_sa.time_checks import check_delay, check_run_at, check_timeout
 
 
 @dataclass(frozen=True)
@@ -241,8 +242,10 @@ def prepared(registry: Registry, tasks: Sequence[Task], *, priority: object = No
     the database clock.  Each stored payload must fit ``max_bytes`` of JSON
     (the bounds are in docs/tasks.md, "Bounds on what enqueue accepts").
     """
-    return Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
+    call = Call(when=When.check(delay, run_at), limit=check_timeout(timeout),
                 tasks=_prepare_many(registry, tasks, priority, max_bytes), notify=notify, max_bytes=max_bytes)
+    limit_keying.check_new(call.tasks)  # a bad limit_key() raises here, before anything is written
+    return call
 
 
 def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
@@ -265,6 +268,7 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
         merge_policies.hold(models, session, [(type(p.task), p.dedup_key, j)
                                               for p, j in zip(call.tasks, jobs, strict=True)])
     _limit(models, session, call)
+    limit_keying.store_new(models, session, call.tasks, {s.target_id: s.payload for s in siblings.values() if s.notes})
     return jobs
 
 
@@ -296,6 +300,7 @@ def enqueue_ids(models: Models, session: Session, call: Call) -> list[str]:
     stored.insert_rows(models, session, InsertParams(jobs=rows, delay=call.when.delay, run_at=call.when.run_at,
                                               notify_channel=models.names.channel if call.notify else None))
     _limit(models, session, call)
+    limit_keying.store_new(models, session, call.tasks, {})
     return list(rows.ids)
 
 

@@ -32,7 +32,8 @@ from venturi_sa.models import JobBase
 from venturi_sa.prefix import Names
 from venturi_sa.states import Status
 from venturi_sa.storage.session_adds import notify_kinds
-from venturi_sa.task import check_priority, check_timeout
+from venturi_sa.task import check_priority
+from venturi_sa.time_checks import check_timeout
 
 if TYPE_CHECKING:
     from venturi_sa.queue import Queue

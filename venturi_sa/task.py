@@ -30,15 +30,17 @@ import enum
 import inspect
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
+from venturi_sa.limit_policy import Rate, check_limits
 from venturi_sa.merge_policies import Debounce, check_policies
 from venturi_sa.outcomes import Coalesce, MergeDecision
+from venturi_sa.time_checks import check_timeout
 
 if TYPE_CHECKING:
     from venturi_sa.models import JobBase
@@ -77,77 +79,8 @@ def check_priority(value: object, field: str = "priority") -> Priority:
         raise InvalidOption(f"{field} must be 0 (HIGH), 1 (NORMAL) or 2 (LOW), got {value!r}") from None
 
 
-MAX_TIMEOUT = timedelta(days=30)
-"""The longest time limit (``Task.timeout``, ``enqueue(timeout=...)``).
-
-The worker's timer (``threading.Timer``) cannot wait past
-``threading.TIMEOUT_MAX`` (about 292 years on Linux): a longer wait raises
-``OverflowError`` in the timer's thread, and the run would have no limit.
-A run that needs longer than 30 days should checkpoint and be split, or
-set ``timeout=None``.
-"""
-
-MAX_DELAY = timedelta(days=36525)
-"""The furthest ahead a job may be scheduled (``delay=``, ``run_at=``): 100 years."""
-
-MAX_RUN_AT_PAST = timedelta(days=365)
-"""The furthest in the past a ``run_at`` may be (it then runs at once): one year, on the caller's clock."""
-
 MAX_LEASE = timedelta(days=1)
 """The longest ``Task.lease``: a worker that dies holds its jobs this long before they are recovered."""
-
-
-def check_timeout(value: object, field: str = "timeout") -> timedelta | None:
-    """Return ``value`` if it is None or a ``timedelta`` in (0, :data:`MAX_TIMEOUT`].
-
-    Otherwise raise ``InvalidOption`` naming ``field``.
-    """
-    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
-        raise InvalidOption(f"{field} must be None or a positive timedelta, got {value!r}")
-    if value is not None and value > MAX_TIMEOUT:
-        raise InvalidOption(f"{field} must be at most {MAX_TIMEOUT.days} days (the worker's timer cannot hold "
-                            f"much longer limits), got {value!r}; use None for no time limit")
-    return value
-
-
-def check_delay(value: object, field: str = "delay", *, positive: bool = False) -> timedelta | None:
-    """Return ``value`` if it is None or a ``timedelta`` in [0, :data:`MAX_DELAY`].
-
-    Otherwise raise ``InvalidOption`` naming ``field``; with ``positive``, zero is refused too.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, timedelta) or value < timedelta(0) or (positive and not value):
-        kind = "positive" if positive else "non-negative"
-        raise InvalidOption(f"{field} must be a {kind} timedelta, got {value!r}")
-    if value > MAX_DELAY:
-        raise InvalidOption(f"{field} must be at most {MAX_DELAY.days} days (100 years), got {value!r}")
-    return value
-
-
-def check_run_at(value: object, field: str = "run_at", *, past: bool = True) -> datetime | None:
-    """Return ``value`` if it is None or an aware ``datetime`` within [now - 1 year, now + 100 years].
-
-    "now" is this process's clock; otherwise raise ``InvalidOption`` naming
-    ``field``.  With ``past=False`` only the upper bound is checked.
-    """
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise InvalidOption(f"{field} must be a datetime, got {value!r}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidOption(
-            f"{field} must be timezone-aware (e.g. datetime.now(timezone.utc)); "
-            "a naive time would be read in the database session's time zone"
-        )
-    now = datetime.now(timezone.utc)
-    try:
-        early, late = past and value < now - MAX_RUN_AT_PAST, value > now + MAX_DELAY
-    except OverflowError:  # an offset that pushes the time out of datetime's range
-        early = late = True
-    if early or late:
-        raise InvalidOption(f"{field} must be between one year ago and 100 years from now, got {value.isoformat()}")
-    return value
 
 
 class Task:
@@ -164,6 +97,8 @@ class Task:
       ends as a retryable failure (see ``docs/tasks.md``).
     * ``backoff(failure_count)`` -- delay before a retry becomes eligible.
     * ``debounce`` / ``throttle`` -- when the jobs of one ``dedup_key`` run (docs/debounce.md).
+    * ``global_concurrency``, ``limit_key()`` with ``key_concurrency``, ``rate_limit``, ``key_rate_limit``
+      -- limits across every worker (docs/limits.md).
     """
 
     KIND: ClassVar[str]
@@ -178,6 +113,10 @@ class Task:
     timeout: ClassVar[timedelta | None] = None
     debounce: ClassVar[Debounce | None] = None  # keyed by dedup_key (venturi_sa.merge_policies, docs/debounce.md)
     throttle: ClassVar[timedelta | None] = None  # one start per window per dedup_key (same)
+    global_concurrency: ClassVar[int | None] = None  # limits across every worker: docs/limits.md
+    key_concurrency: ClassVar[int | None] = None
+    rate_limit: ClassVar[Rate | None] = None
+    key_rate_limit: ClassVar[Rate | None] = None
 
     payload_schema: ClassVar[Schema]
     carry_schema: ClassVar[Schema | None]
@@ -225,6 +164,10 @@ class Task:
 
     def dedup_key(self) -> str | None:
         """A key under which pending jobs of this kind are merged; ``None`` never merges."""
+        return None
+
+    def limit_key(self) -> str | None:
+        """The key this job's key limits and fair claims go by, stored at insert; ``None``: no key."""
         return None
 
     def merge(self, existing: JobBase) -> MergeDecision:
@@ -290,10 +233,12 @@ def _check_policy(cls: type[Task]) -> None:
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
     check_timeout(cls.timeout, f"{cls.__name__}.timeout")
     check_policies(cls, Task.dedup_key)
+    check_limits(cls)
 
 
 POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule",
-               "debounce", "throttle")
+               "debounce", "throttle", "global_concurrency", "key_concurrency", "rate_limit", "key_rate_limit",
+               "limit_key")
 """The policy keyword arguments :func:`task` and ``Queue.task`` accept."""
 
 
@@ -343,7 +288,7 @@ def task(
         for name, value in policy.items():
             if name == "backoff":
                 namespace[name] = classmethod(lambda cls, n, _f=value: _f(n))
-            elif name == "dedup_key":
+            elif name in ("dedup_key", "limit_key"):
                 namespace[name] = lambda self, _f=value: _f(self.payload)
             else:
                 namespace[name] = value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic_venturi.bodies import apply_body
 
 revision = "v11"
-down_revision = "v9"
+down_revision = "v10"
 branch_labels = None
 depends_on = None
 

@@ -96,6 +96,8 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.on_dead_table.create(engine)  # v7's
     models.traces_table.create(engine)  # v8's
     models.archive_table.create(engine)  # v9's
+    for table in models.Limits.tables:  # v10's
+        table.create(engine)
     models.throttles_table.create(engine)  # v11's
     models.workflow.waits_table.create(engine)  # v12's
     models.workflow.parents_table.create(engine)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import venturi_sa.cli.control  # noqa: F401 - each module registers its commands
 import venturi_sa.cli.job_signals  # noqa: F401
 import venturi_sa.cli.jobs  # noqa: F401
+import venturi_sa.cli.limits  # noqa: F401
 import venturi_sa.cli.migrate  # noqa: F401
 import venturi_sa.cli.ops  # noqa: F401
 import venturi_sa.cli.quickstart  # noqa: F401

@@ -23,6 +23,7 @@ from venturi_sa.models.bases import (
     TraceContextBase,
 )
 from venturi_sa.models.job_tables import job_columns, jobs_args, journal_args, journal_columns
+from venturi_sa.models.limit_tables import LimitModels, limit_models
 from venturi_sa.models.step_tables import SignalBase, StepBase, step_classes
 from venturi_sa.models.throttle_tables import ThrottleStartBase, throttles_args, throttles_columns, throttles_name
 from venturi_sa.models.workflow_tables import WorkflowClasses, workflow_classes
@@ -46,6 +47,7 @@ class Models:
     OwedDeadCall: type[OwedDeadCallBase]
     TraceContext: type[TraceContextBase]
     ArchivedJob: type[ArchivedJobBase]
+    Limits: LimitModels
     ThrottleStart: type[ThrottleStartBase]  # v11
     workflow: WorkflowClasses  # the dependency tables (v12)
     Step: type[StepBase]
@@ -112,8 +114,8 @@ class Models:
         """Every table of the queue: the two seed tables, the periodic ones, the runtime-control ones, the archive."""
         return (self.jobs_table, self.journal_table, self.schedules_table, self.fires_table, self.pauses_table,
                 self.cancels_table, self.timeouts_table, self.on_dead_table, self.traces_table,
-                self.archive_table, self.throttles_table, self.workflow.waits_table, self.workflow.parents_table,
-                self.steps_table, self.signals_table)
+                self.archive_table, *self.Limits.tables, self.throttles_table, self.workflow.waits_table,
+                self.workflow.parents_table, self.steps_table, self.signals_table)
 
     @property
     def metadata(self) -> sa.MetaData:
@@ -216,6 +218,7 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                         throttles_columns()),
                     **step_classes(prefix, base, _table_class),
                     workflow=workflow_classes(n, lambda mixin, name, table, args, columns: _table_class(
-                        prefix, base, mixin, name, table, args, columns)))
+                        prefix, base, mixin, name, table, args, columns)),
+                    Limits=limit_models(n, lambda *spec: _table_class(prefix, base, *spec)))
     registry[prefix] = models
     return models

@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from venturi_sa import payloads
+from venturi_sa import limit_keying, payloads
 from venturi_sa.errors import InvalidOption, InvalidTransition, UnknownKind
 from venturi_sa.models import Models
 from venturi_sa.ops import dependents as workflow
@@ -27,7 +27,8 @@ from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.edits import EditParams
 from venturi_sa.storage.history import JobParams
-from venturi_sa.task import Registry, Task, check_delay, check_priority, check_run_at
+from venturi_sa.task import Registry, Task, check_priority
+from venturi_sa.time_checks import check_delay, check_run_at
 
 
 def _stored_payload(registry: Registry, kind: str, payload: Any, max_bytes: int) -> Any:
@@ -97,6 +98,8 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
         if not result.applied:
             raise InvalidTransition(f"cannot edit job {job_id}: it is {result.job.status}, and only pending "
                                     "jobs can be edited (cancel a claimed job, requeue a dead one)")
+        if stored is not None:
+            limit_keying.store_edited(models, session, registry.get(found.kind), job_id, stored)
         return JobInfo(**result.job._mapping)
 
 

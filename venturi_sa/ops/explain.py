@@ -8,7 +8,8 @@ until when), ``paused`` (by the kind's own pause, a kind pattern or the
 whole queue's), ``no_worker`` (no job of its kind is claimed now or
 finished within ``activity_window``, and this job's own last run is older:
 a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
-claim takes first) and ``eligible``;
+claim takes first), ``limited`` (a limit in force is full or used up:
+named with its current use, docs/limits.md) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -24,6 +25,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.ops import dependents as workflow
+from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
@@ -36,6 +38,7 @@ from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.pauses import ALL_KINDS
 from venturi_sa.storage.steps import StepRecord
+from venturi_sa.task import Registry
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
 
@@ -80,7 +83,7 @@ class Explanation:
 
 
 def explain(models: Models, engine: sa.Engine, job_id: str,
-            activity_window: timedelta = ACTIVITY_WINDOW) -> Explanation:
+            activity_window: timedelta = ACTIVITY_WINDOW, registry: Registry | None = None) -> Explanation:
     """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none.
 
     Its own time limit is read through the job view (``get_job``'s statement),
@@ -94,6 +97,7 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
         job_row = facts.job if facts is not None else None
         held = (step_store.suspension(models, session, job_id) if job_row is not None and facts is not None
                 and job_row.status == Status.PENDING.value and job_row.visible_at > facts.now else None)
+        limited = limit_reasons.held(models, session, registry, facts.job if facts is not None else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
             if view is not None:
@@ -102,7 +106,8 @@ def explain(models: Models, engine: sa.Engine, job_id: str,
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    reasons = _reasons(facts, activity_window, held)
+    reasons = [Reason("limited", text) for text in limited] + [
+        r for r in _reasons(facts, activity_window, held) if not (limited and r.code == "eligible")]
     if waiting is not None and job.status == Status.PENDING.value:  # 'infinity' is not a schedule
         reasons = [Reason("waiting_on_parents", waiting), *(r for r in reasons if r.code != "scheduled")]
     return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)

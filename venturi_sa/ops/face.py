@@ -28,11 +28,13 @@ from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
 from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops import job_steps as durable
+from venturi_sa.ops import limits as limit_ops
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.dependents import DependentInfo, ParentInfo
 from venturi_sa.ops.explain import Explanation, explain
 from venturi_sa.ops.held_reasons import with_policy_reasons
+from venturi_sa.ops.limits import UNSET, Count, LimitInfo, Rated
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.ops.twins import async_twin, joins_session, nap, operation
@@ -115,12 +117,13 @@ class Operations:
     @operation
     def stats(self, engine: Engine) -> Stats:
         """Counts by status and kind, eligible vs scheduled, in flight, dead, oldest eligible age."""
-        return stats.stats(self.models, engine)
+        return stats.stats(self.models, engine, self.registry)
 
     @operation
     def explain(self, engine: Engine, job_id: str) -> Explanation:
         """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
-        return with_policy_reasons(explain(self.models, engine, job_id), self.registry)  # debounce, throttle
+        return with_policy_reasons(explain(self.models, engine, job_id, registry=self.registry),
+                                   self.registry)  # debounce, throttle
 
     # -- retention ------------------------------------------------------------------------------
 
@@ -228,6 +231,27 @@ class Operations:
         """The pauses in force (or the recent record of pauses), newest first (read-only)."""
         return pause.pauses(self.models, engine, in_force_only=in_force_only)
 
+    # -- limits across workers (docs/limits.md) ---------------------------------------------------
+
+    @operation
+    def set_limit(self, engine: Engine, kind: str, *, global_concurrency: Count = UNSET,
+                  key_concurrency: Count = UNSET, rate_limit: Rated = UNSET, key_rate_limit: Rated = UNSET,
+                  actor: str = ACTOR) -> list[LimitInfo]:
+        """Override ``kind``'s limits from every worker's next claim after commit (omitted: unchanged, None: none)."""
+        return limit_ops.set_limit(self.models, self.registry, engine, kind, {
+            "global_concurrency": global_concurrency, "key_concurrency": key_concurrency,
+            "rate_limit": rate_limit, "key_rate_limit": key_rate_limit}, actor)
+
+    @operation
+    def clear_limit(self, engine: Engine, kind: str, *names: str, actor: str = ACTOR) -> list[str]:
+        """Remove ``kind``'s named overrides (all if none named), so the declared values apply again."""
+        return limit_ops.clear_limit(self.models, engine, kind, names, actor)
+
+    @operation
+    def limits(self, engine: Engine) -> list[LimitInfo]:
+        """Every limit in force (declared in this queue's tasks, or overridden) with its use (read-only)."""
+        return limit_ops.limits(self.models, self.registry, engine)
+
     # -- schedules (docs/periodic.md) --------------------------------------------------------------
 
     @operation
@@ -314,6 +338,9 @@ class Operations:
     pause_async = async_twin(pause)
     resume_async = async_twin(resume)
     pauses_async = async_twin(pauses)
+    set_limit_async = async_twin(set_limit)
+    clear_limit_async = async_twin(clear_limit)
+    limits_async = async_twin(limits)
     list_schedules_async = async_twin(list_schedules)
     pause_schedule_async = async_twin(pause_schedule)
     resume_schedule_async = async_twin(resume_schedule)

@@ -21,7 +21,8 @@ from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import pauses as pauses_store
 from venturi_sa.storage.pauses import PATTERN_MARK, PauseParams, ResumeParams
-from venturi_sa.task import KIND_PATTERN, check_delay, check_run_at
+from venturi_sa.task import KIND_PATTERN
+from venturi_sa.time_checks import check_delay, check_run_at
 
 
 def check_pause_kind(kind: object) -> str:

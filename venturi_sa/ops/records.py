@@ -199,6 +199,8 @@ class Stats:
     """Pending jobs in a durable sleep (``ctx.sleep``) until their wake time."""
     waiting_for_signal: int = 0
     """Pending jobs waiting for a signal (``ctx.wait_for``) until it comes or their deadline."""
+    limited: dict[str, int] = field(default_factory=dict)
+    """Per kind, eligible pending jobs held by a limit now (docs/limits.md); counted in ``eligible`` too."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""

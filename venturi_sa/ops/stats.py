@@ -13,6 +13,7 @@ import dataclasses
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
@@ -22,9 +23,10 @@ from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.stats import StatsParams, StatsRows
+from venturi_sa.task import Registry
 
 
-def stats(models: Models, engine: sa.Engine) -> Stats:
+def stats(models: Models, engine: sa.Engine, registry: Registry | None = None) -> Stats:
     """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = stats_store.read_stats(models, session, StatsParams())
@@ -32,7 +34,9 @@ def stats(models: Models, engine: sa.Engine) -> Stats:
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
         waiting = dependent_reads.waiting_count(models, session)
         held = step_store.held_counts(models, session)
-    return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting), held)
+        limited = limit_reasons.held_counts(models, session, registry)
+    return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting, limited=limited),
+                     held)
 
 
 def with_held(stats: Stats, held: list[tuple[str, int, int, int]]) -> Stats:

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, merge_timing, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, limited_claim, merge_timing, outcomes, recovery
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -128,20 +128,26 @@ class SqlAlchemyBackend:
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
         if params.throttles:  # one start per window per throttled key
-            return merge_timing.claim_throttled(self.models, tx, params)
-        return claim.claim(self.models, tx, params)
+            return merge_timing.claim_throttled(self.models, tx, params, limited_claim.claim)
+        return limited_claim.claim(self.models, tx, params)
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
-        return outcomes.finish_many(self.models, tx, params)
+        held = outcomes.finish_many(self.models, tx, params)
+        limited_claim.wake_if_limited(self.models, tx, (fence.kind for fence in held))
+        return held
 
     def renew(self, tx: Runner, params: RenewParams) -> RenewResult:
         return leases.renew(self.models, tx, params)
 
     def recover(self, tx: Runner, params: RecoverParams) -> list[RecoveredJob]:
-        return recovery.recover(self.models, tx, params)
+        recovered = recovery.recover(self.models, tx, params)
+        limited_claim.wake_if_limited(self.models, tx, (job.kind for job in recovered))
+        return recovered
 
     def soonest_visible(self, tx: Runner, params: SoonestParams) -> float | None:
-        return claim.seconds_until_visible(self.models, tx, params)
+        soonest = claim.seconds_until_visible(self.models, tx, params)
+        slot = limited_claim.seconds_until_rate_slot(self.models, tx, params.kinds)
+        return slot if soonest is None or (slot is not None and slot < soonest) else soonest
 
     def checkpoint(self, tx: Runner, params: CheckpointParams) -> bool:
         return checkpoint.write_checkpoint(self.models, tx, params)

@@ -26,7 +26,7 @@ the test clock moves them too).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -160,8 +160,11 @@ def admit(models: Models, runner: Runner, params: AdmitParams) -> list[ClaimedJo
     return [j for j in params.jobs if j.id not in sent_back]
 
 
-def claim_throttled(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJob]:
-    """The claim (:func:`venturi_sa.storage.claim.claim`) with :func:`admit` for ``params.throttles``.
+def claim_throttled(models: Models, runner: Runner, params: ClaimParams,
+                    claim: Callable[[Models, Runner, ClaimParams], list[ClaimedJob]] = claims.claim
+                    ) -> list[ClaimedJob]:
+    """``claim`` (by default the plain :func:`venturi_sa.storage.claim.claim`; a worker's obeys limits)
+    with :func:`admit` for ``params.throttles``.
 
     When jobs were sent back, the claim runs again in the same transaction
     for the rest of the batch (caps reduced by what was kept): the jobs sent
@@ -172,7 +175,7 @@ def claim_throttled(models: Models, runner: Runner, params: ClaimParams) -> list
     kept: list[ClaimedJob] = []
     ask = params
     while True:
-        jobs = claims.claim(models, runner, ask)
+        jobs = claim(models, runner, ask)
         admitted = admit(models, runner, AdmitParams(worker_id=params.worker_id, throttles=params.throttles,
                                                      jobs=jobs)) if jobs else []
         kept += admitted

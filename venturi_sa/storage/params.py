@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidPayload, VenturiError
+from venturi_sa.limit_policy import KindLimits
 from venturi_sa.states import Outcome
 
 Runner = Session | Connection
@@ -90,6 +91,7 @@ class ClaimParams:
     default_lease: timedelta
     caps: Mapping[str, int] = field(default_factory=dict)
     throttles: Mapping[str, timedelta] = field(default_factory=dict)  # Task.throttle by kind (storage/merge_timing)
+    limits: Mapping[str, KindLimits] = field(default_factory=dict)  # declared limits (storage/limited_claim.py)
 
 
 ZERO = timedelta(0)

@@ -4,7 +4,9 @@
 statement, runs each through the worker's pipeline in a savepoint of the
 same session (so ``ctx.session`` *is* the test's session) and records its
 outcome with the worker's fenced outcome write and journal row.  Handler
-effects are visible to the test at once and roll back with it.
+effects are visible to the test at once and roll back with it.  Limits
+(``global_concurrency``, key and rate limits, overrides) are ignored: a
+drain runs one job at a time, and every eligible job runs.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
+from venturi_sa.storage import claim as plain_claim
 from venturi_sa.storage import clock as dbclock
-from venturi_sa.storage import harness
+from venturi_sa.storage import harness, merge_timing
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing import sleeps
@@ -166,7 +169,9 @@ def _claim(session: Session, queue: Queue, kinds: Sequence[str], limit: int) -> 
     throttles = {k: t for k in kinds if (t := queue.registry.get(k).throttle) is not None}  # as a worker's claim
     params = ClaimParams(worker_id=TEST_WORKER, kinds=list(kinds), limit=limit, leases=leases,
                          default_lease=DEFAULT_LEASE, throttles=throttles)
-    return backend_for(queue.models).claim(session, params)
+    if throttles:  # the throttle check, as a worker does; limits ignored: the plain claim statement
+        return merge_timing.claim_throttled(queue.models, session, params)
+    return plain_claim.claim(queue.models, session, params)
 
 
 def run_pass(session: Session, queue: Queue, kinds: Sequence[str], *, fail_fast: bool, limit: int,

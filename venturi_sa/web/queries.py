@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.face import Operations
+from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
@@ -332,12 +333,13 @@ class Control:
 
     schedules: list[ScheduleInfo]
     pauses: list[PauseInfo]
+    limits: list[LimitInfo] = field(default_factory=list)  # overridden limits, with their use
 
 
 def control(models: Models, engine: sa.Engine) -> Control:
     """Schedules (by name) and pauses in force (newest first): two small tables, read whole."""
     ops = Operations(models)
-    return Control(schedules=ops.list_schedules(engine), pauses=ops.pauses(engine))
+    return Control(schedules=ops.list_schedules(engine), pauses=ops.pauses(engine), limits=ops.limits(engine))
 
 
 def token(models: Models, engine: sa.Engine) -> tuple[Any, ...]:

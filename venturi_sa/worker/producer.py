@@ -23,6 +23,7 @@ from datetime import timedelta
 from sqlalchemy.exc import SQLAlchemyError
 
 from venturi_sa.errors import SchemaNotMigrated
+from venturi_sa.limit_policy import KindLimits
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
@@ -71,6 +72,7 @@ class Producer:
         self.on_idle = on_idle
         self.hungry = False  # the last claim filled its limit: slots freed now have work waiting
         self._last_claim = 0.0
+        self.limits: Mapping[str, KindLimits] = {}  # the kinds' declared limits (venturi_sa/limit_policy.py)
 
     # -- one claim -------------------------------------------------------------------
     def params(self, free: int) -> ClaimParams:
@@ -78,7 +80,8 @@ class Producer:
         kinds = [k for k in self.kinds if room.get(k, 1) > 0]
         return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=min(free, self.batch_size),
                            leases=self.leases, default_lease=DEFAULT_LEASE,
-                           caps={k: room[k] for k in kinds if k in room}, throttles=self.throttles)
+                           caps={k: room[k] for k in kinds if k in room}, throttles=self.throttles,
+                           limits=self.limits)
 
     def claim_round(self) -> Round:
         """Claim for the free slots, in one statement committed before any handler runs."""

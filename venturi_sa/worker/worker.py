@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
+from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
@@ -167,6 +168,7 @@ class Worker:
             healthy=self._healthy, wake=self._wake, stopping=self._stopping,
             on_idle=lambda: self._emit("idle", {}),
             throttles={k: t.throttle for k, t in self._tasks.items() if t.throttle is not None})
+        self.producer.limits = declared_limits_of(self._tasks.values())
         self._threads: lifecycle.Threads | None = None
 
     # -- public --------------------------------------------------------------------------

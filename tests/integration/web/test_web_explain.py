@@ -118,9 +118,10 @@ def test_workers_the_change_token_and_last_errors_use_their_indexes(
 
 
 # The overview reads the archive's dead counts, finished jobs and journal window too (+3); a jobs page the
-# archive's page (+1) and, for a filtered page, where the archive's walk ended (+1).
+# archive's page (+1) and, for a filtered page, where the archive's walk ended (+1).  The schedules page
+# and explain read the limit overrides (+1 each).
 PAGES = {"/": 12, "/?window=day": 12, "/fragment/overview": 12, "/jobs": 3, "/jobs?status=dead&kind=kind_0": 5,
-         "/jobs?q=nothing-matches-this": 4, "/workers": 2, "/fragment/jobs": 3, "/schedules": 2}
+         "/jobs?q=nothing-matches-this": 4, "/workers": 2, "/fragment/jobs": 3, "/schedules": 3}
 
 
 def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
@@ -128,7 +129,7 @@ def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tup
     app = create_app(engine, models.prefix, listen=False)
     with TestClient(app) as client:
         job_id = client.get("/jobs").text.split('name="ids" value="')[1].split('"')[0]
-        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (8), its steps (1)
+        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (9), its steps (1)
         for url, most in {**PAGES, f"/jobs/{job_id}": 12, f"/fragment/jobs/{job_id}": 12}.items():
             with counted(engine) as statements:
                 response = client.get(url)

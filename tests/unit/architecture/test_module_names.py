@@ -31,6 +31,7 @@ SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
     "enqueue.py": (frozenset({"", "storage"}), "enqueue: validation and merge decisions, and its SQL"),
     "explain.py": (frozenset({"ops", "storage"}), "why a job is not running: the API and the facts its SQL reads"),
     "history.py": (frozenset({"ops", "storage"}), "job history reads: the API and its SQL"),
+    "limits.py": (frozenset({"ops", "storage", "cli"}), "limits: the operations, their SQL, and `venturi limits`"),
     "outcomes.py": (frozenset({"", "storage"}), "what a run returns and merge decides, and the fenced outcome writes"),
     "pauses.py": (frozenset({"storage", "web"}), "paused kinds: their SQL, and the dashboard's pause operations"),
     "pipeline.py": (frozenset({"worker", "testing"}), "a run's lifecycle, and the test helper driving that pipeline"),

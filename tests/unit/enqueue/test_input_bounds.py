@@ -17,7 +17,7 @@ from marshmallow import Schema, fields
 
 from venturi_sa import InvalidOption, InvalidPayload, JobContext, Queue, Task, make_models
 from venturi_sa.storage.params import ClaimedJob, Fence
-from venturi_sa.task import check_delay, check_run_at
+from venturi_sa.time_checks import check_delay, check_run_at
 from venturi_sa.worker.checkpoint import Checkpointer
 
 UTC = timezone.utc

@@ -1,0 +1,42 @@
+"""``venturi limits list|set|clear`` against a real database."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from support.cli import fails, ok, plain_url
+from support.cli import invoke as run
+
+from venturi_sa import Queue, Rate
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def db(pg_url: str, prefix: str, models: Any) -> list[str]:
+    return ["--dsn", plain_url(pg_url), "--prefix", prefix]
+
+
+def test_set_list_and_clear(db: list[str], engine: sa.Engine, models: Any) -> None:
+    assert "no limits" in ok(run("limits", "list", *db)).stdout
+    shown = ok(run("limits", "set", *db, "--actor", "ops", "--global", "5", "--rate", "100/1m", "partner.call"))
+    assert "global_concurrency" in shown.stdout and "100/60s" in shown.stdout
+    infos = {i.name: i for i in Queue(models).limits(engine)}
+    assert infos["global_concurrency"].value == 5
+    assert infos["rate_limit"].value == Rate(100, timedelta(minutes=1))
+    ok(run("limits", "set", *db, "--rate", "none", "partner.call"))
+    listed = json.loads(ok(run("limits", "list", *db, "--json")).stdout)
+    assert {(i["name"], i["value"]) for i in listed} == {("global_concurrency", 5), ("rate_limit", None)}
+    assert "cleared rate_limit" in ok(run("limits", "clear", *db, "partner.call", "rate_limit")).stdout
+    assert "cleared global_concurrency" in ok(run("limits", "clear", *db, "partner.call")).stdout
+    assert "no override to clear" in ok(run("limits", "clear", *db, "partner.call")).stdout
+
+
+def test_bad_values_are_refused(db: list[str]) -> None:
+    assert run("limits", "set", *db, "--global", "lots", "k").exit_code != 0
+    assert run("limits", "set", *db, "--rate", "100", "k").exit_code != 0
+    fails(run("limits", "set", *db, "--global", "0", "k"), "global_concurrency")

@@ -1,0 +1,116 @@
+"""Limits across every worker: :class:`Rate`, a kind's declared :class:`KindLimits`, and their checks.
+
+``Task.global_concurrency``, ``Task.key_concurrency`` (with ``Task.limit_key``),
+``Task.rate_limit`` and ``Task.key_rate_limit`` are checked when the class is
+defined; the worker hands the declared values to the claim, where a runtime
+override (``queue.set_limit``) replaces them (docs/limits.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from venturi_sa.errors import InvalidOption
+
+if TYPE_CHECKING:
+    from venturi_sa.task import Task
+
+MAX_RATE_WINDOW = timedelta(days=1)
+"""The longest ``Rate.per``: the sliding log keeps one row per start for this long."""
+MAX_KEY_LENGTH = 200
+"""The longest limit key (characters)."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``limit`` starts in any interval of length ``per`` (a sliding window on the database clock)."""
+
+    limit: int
+    per: timedelta
+
+    def __post_init__(self) -> None:
+        check_count(self.limit, "Rate.limit")
+        if not isinstance(self.per, timedelta) or not timedelta(0) < self.per <= MAX_RATE_WINDOW:
+            raise InvalidOption(f"Rate.per must be a timedelta of more than 0 and at most 1 day, got {self.per!r}")
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{_seconds(self.per)}"
+
+
+def _seconds(per: timedelta) -> str:
+    seconds = per.total_seconds()
+    return f"{seconds:g}s"
+
+
+def check_count(value: object, field: str) -> int:
+    """``value`` if it is an integer >= 1, else ``InvalidOption`` naming ``field`` (0 means: use a pause)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        hint = " (to stop a kind use queue.pause)" if value == 0 else ""
+        raise InvalidOption(f"{field} must be None or an integer >= 1, got {value!r}{hint}")
+    return value
+
+
+@dataclass(frozen=True)
+class KindLimits:
+    """The limits in force for one kind (None: no such limit); ``keyed``: its task overrides ``limit_key``."""
+
+    global_concurrency: int | None = None
+    key_concurrency: int | None = None
+    rate_limit: Rate | None = None
+    key_rate_limit: Rate | None = None
+    keyed: bool = False
+
+    @property
+    def any(self) -> bool:
+        """True if the claim must take the limited path (a limit, or keys to be fair across)."""
+        return self.keyed or any(v is not None for v in (self.global_concurrency, self.key_concurrency,
+                                                          self.rate_limit, self.key_rate_limit))
+
+
+def is_keyed(cls: type[Task]) -> bool:
+    """True if ``cls`` overrides ``Task.limit_key``."""
+    from venturi_sa.task import Task
+
+    return cls.limit_key is not Task.limit_key
+
+
+def declared_limits(cls: type[Task]) -> KindLimits:
+    """The limits ``cls`` declares."""
+    return KindLimits(global_concurrency=cls.global_concurrency, key_concurrency=cls.key_concurrency,
+                      rate_limit=cls.rate_limit, key_rate_limit=cls.key_rate_limit, keyed=is_keyed(cls))
+
+
+def check_limits(cls: type[Task]) -> None:
+    """Raise ``InvalidOption`` naming the bad limit of ``cls``; a key limit needs a ``limit_key`` override."""
+    name = cls.__name__
+    for field in ("global_concurrency", "key_concurrency"):
+        value: Any = getattr(cls, field)
+        if value is not None:
+            check_count(value, f"{name}.{field}")
+    for field in ("rate_limit", "key_rate_limit"):
+        value = getattr(cls, field)
+        if value is not None and not isinstance(value, Rate):
+            raise InvalidOption(f"{name}.{field} must be None or venturi_sa.Rate(limit, per=timedelta), "
+                                f"got {value!r}")
+    if (cls.key_concurrency is not None or cls.key_rate_limit is not None) and not is_keyed(cls):
+        raise InvalidOption(f"{name} declares a key limit (key_concurrency or key_rate_limit) but does not "
+                            "override limit_key(); define limit_key(self) -> str | None")
+
+
+def check_key(value: object, kind: str) -> str | None:
+    """A ``limit_key()`` result: None or a non-empty string of at most 200 characters without NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
+        raise InvalidOption(f"limit_key() of {kind!r} must return None or a non-empty string of at most "
+                            f"{MAX_KEY_LENGTH} characters without NUL, got {value!r:.80}")
+    return value
+
+
+def declared_limits_of(tasks: Iterable[type[Task]]) -> dict[str, KindLimits]:
+    """``kind -> KindLimits`` of the tasks that declare a limit or a limit key."""
+    found = {t.KIND: declared_limits(t) for t in tasks}
+    return {kind: limits for kind, limits in found.items() if limits.any}

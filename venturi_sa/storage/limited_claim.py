@@ -1,0 +1,236 @@
+"""The claim of limited kinds: global, per-key and rate limits, and fair turns across keys.
+
+:func:`claim` is the backend's claim.  It reads the overrides of its kinds
+(one statement) and, when none of its kinds has a limit or a limit key,
+runs :func:`venturi_sa.storage.claim.claim` unchanged.  Otherwise each
+limited kind is claimed on its own, serialized across every claimer by a
+transaction-scoped advisory lock per kind taken before anything is counted:
+
+* use comes from the job rows (``status = 'claimed'``, past an expired lease
+  too) and, for rates, from the sliding log of starts;
+* one statement takes at most the kind's remaining budget (``LIMIT``) and,
+  per key, at most the key's remaining budget (a row number per key);
+* within a priority tier the claim goes round-robin across keys: the n-th
+  job of every key before the (n+1)-th of any, keys whose last claim is
+  oldest first (never claimed first), within a key the oldest job;
+* a held row is skipped, never waited on; the other kinds follow in the
+  ordinary claim statement with what is left of ``limit``.
+
+Every claim is a start: the claimed rows' starts are logged (rate-limited
+kinds only) and the log is pruned past the longest window.  Nothing here
+commits; the lock goes with the claim's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from venturi_sa.limit_policy import KindLimits, Rate
+from venturi_sa.models import Models
+from venturi_sa.states import Status
+from venturi_sa.storage import claim as plain
+from venturi_sa.storage import drivers
+from venturi_sa.storage.claim import _lease_expr
+from venturi_sa.storage.limits import effective_limits
+from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner
+from venturi_sa.storage.pauses import claimable_kinds
+from venturi_sa.storage.timeouts import own_timeout
+
+_LIMITED: dict[str, set[str]] = {}
+"""Per prefix, the kinds this process has claimed as limited: their freed slots wake the other workers."""
+_RATED: dict[str, dict[str, Rate]] = {}
+"""Per prefix, the kind-wide rates in force at this process's last limited claim."""
+NO_KEY = ""
+"""The bucket of the key None in the rate log and the fairness turns (a limit key is never empty)."""
+_BIG = 2 ** 31 - 1
+
+
+def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJob]:
+    """Claim up to ``params.limit`` jobs, obeying every limit in force (see the module docstring)."""
+    if params.limit <= 0 or not params.kinds:
+        return []
+    limited = effective_limits(models, runner, params.kinds, params.limits)
+    if not limited:
+        return plain.claim(models, runner, params)
+    _LIMITED.setdefault(models.prefix, set()).update(limited)
+    _RATED[models.prefix] = {k: v.rate_limit for k, v in limited.items() if v.rate_limit is not None}
+    lock(models, runner, sorted(limited))
+    jobs: list[ClaimedJob] = []
+    for kind in sorted(limited):
+        room = min(params.limit - len(jobs), params.caps.get(kind, _BIG))
+        if room > 0:
+            jobs += claim_kind(models, runner, params, kind, limited[kind], room)
+    rest = [k for k in params.kinds if k not in limited]
+    if rest and len(jobs) < params.limit:
+        jobs += plain.claim(models, runner, replace(params, kinds=rest, limit=params.limit - len(jobs)))
+    jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
+    return jobs
+
+
+def wake_if_limited(models: Models, runner: Runner, kinds: Iterable[str]) -> None:
+    """NOTIFY the queue's workers on commit if one of ``kinds`` is limited: a slot was freed in this transaction.
+
+    Called where the worker's runs leave ``claimed`` (outcomes, recovery);
+    kinds this process never claimed as limited cost a set lookup.
+    """
+    limited = _LIMITED.get(models.prefix)
+    if limited and not limited.isdisjoint(kinds):
+        runner.execute(drivers.notify_statement(models.names.channel))
+
+
+def seconds_until_rate_slot(models: Models, runner: Runner, kinds: Sequence[str]) -> float | None:
+    """Seconds until a full rate window of ``kinds`` has room again (None: no rate is full).
+
+    The producer waits no longer than this when its claim came back short.
+    """
+    rated = [k for k in kinds if k in _RATED.get(models.prefix, {})]
+    if not rated:
+        return None
+    start: Any = models.Limits.Start
+    soonest: float | None = None
+    for kind in rated:
+        rate = _RATED[models.prefix][kind]
+        # the limit-th newest start in the window: a claim is allowed again once it leaves
+        nth = (sa.select(start.at).where(start.kind == kind, start.at > _since(rate.per))
+               .order_by(start.at.desc()).offset(rate.limit - 1).limit(1))
+        leaves = sa.select(sa.func.extract("epoch", nth.scalar_subquery()
+                                           + sa.literal(rate.per, sa.Interval) - sa.func.statement_timestamp()))
+        value = runner.execute(leaves).scalar()
+        if value is not None:
+            soonest = float(value) if soonest is None else min(soonest, float(value))
+    return None if soonest is None else max(0.0, soonest)
+
+
+def lock_key(models: Models, kind: str) -> str:
+    return f"{models.prefix}:limit:{kind}"
+
+
+def lock(models: Models, runner: Runner, kinds: list[str]) -> None:
+    """Take each kind's claim lock, in sorted order (so two claimers never deadlock), until the transaction ends."""
+    listed = sa.func.unnest(sa.literal([lock_key(models, k) for k in kinds], postgresql.ARRAY(sa.Text))
+                            ).table_valued("k").render_derived(name="locks")
+    ordered = sa.select(listed.c.k).order_by(listed.c.k).subquery("ordered")
+    runner.execute(sa.select(sa.func.count(sa.func.pg_advisory_xact_lock(
+        sa.func.hashtextextended(ordered.c.k, 0)))).select_from(ordered))
+
+
+def _since(per: timedelta) -> Any:
+    return sa.func.statement_timestamp() - sa.literal(per, sa.Interval)
+
+
+def _budget(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
+    """The kind's remaining budget, counted in the claim statement (after the lock): a ``LIMIT`` expression."""
+    job, start = models.Job, models.Limits.Start
+    parts: list[Any] = [sa.literal(room, sa.Integer)]
+    if limits.global_concurrency is not None:
+        used = sa.select(sa.func.count()).where(job.status == Status.CLAIMED.value, job.kind == kind)
+        parts.append(limits.global_concurrency - used.scalar_subquery())
+    if limits.rate_limit is not None:
+        started = sa.select(sa.func.count()).where(start.kind == kind,
+                                                   start.at > _since(limits.rate_limit.per))
+        parts.append(limits.rate_limit.limit - started.scalar_subquery())
+    return sa.func.greatest(0, sa.func.least(*parts)) if len(parts) > 1 else parts[0]
+
+
+def _key_room(models: Models, kind: str, limits: KindLimits, bucket: Any) -> Any:
+    """Per key: how many more rows it may take (a correlated expression; large when no key limit)."""
+    job, key, start = models.Job, models.Limits.Key, models.Limits.Start
+    parts: list[Any] = []
+    if limits.key_concurrency is not None:
+        other, other_key = sa.orm.aliased(job), sa.orm.aliased(key)
+        used = (sa.select(sa.func.count()).select_from(other).join(other_key, other_key.job_id == other.id)
+                .where(other.status == Status.CLAIMED.value, other.kind == kind, other_key.key == bucket))
+        parts.append(limits.key_concurrency - used.scalar_subquery())
+    if limits.key_rate_limit is not None:
+        started = sa.select(sa.func.count()).where(start.kind == kind, start.key == bucket,
+                                                   start.at > _since(limits.key_rate_limit.per))
+        parts.append(limits.key_rate_limit.limit - started.scalar_subquery())
+    if not parts:
+        return sa.literal(_BIG, sa.Integer)
+    return sa.func.least(*parts) if len(parts) > 1 else parts[0]
+
+
+def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
+    """The ids to claim, in fair order, at most the kind's budget and each key's."""
+    job, key, turn = models.Job, models.Limits.Key, models.Limits.Turn
+    if not limits.keyed:  # no keys to be fair across: the claim index's order, up to the budget
+        plain_ids = (sa.select(job.id)
+                     .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
+                            claimable_kinds(models, [kind]))
+                     .order_by(job.priority, job.created_at).limit(_budget(models, kind, limits, room))
+                     .with_for_update(skip_locked=True))
+        return sa.func.ARRAY(plain_ids.scalar_subquery())
+    bucket = sa.func.coalesce(key.key, NO_KEY)
+    candidates = (
+        sa.select(job.id, job.priority, job.created_at, bucket.label("bucket"), key.key.label("key"),
+                  sa.func.row_number().over(partition_by=bucket, order_by=(job.priority, job.created_at, job.id))
+                  .label("in_key"),
+                  sa.func.row_number().over(partition_by=(job.priority, bucket), order_by=(job.created_at, job.id))
+                  .label("in_tier"))
+        .select_from(job).outerjoin(key, key.job_id == job.id)
+        .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
+               claimable_kinds(models, [kind]))
+        .subquery("candidates")
+    )
+    keyed = sa.select(candidates.c.bucket).distinct().where(candidates.c.key.is_not(None)).subquery("keyed")
+    rooms = sa.select(keyed.c.bucket, _key_room(models, kind, limits, keyed.c.bucket).label("room")).subquery("rooms")
+    room_of = sa.func.coalesce(rooms.c.room, _BIG)
+    fair = (
+        sa.select(candidates.c.id)
+        .select_from(candidates.outerjoin(rooms, rooms.c.bucket == candidates.c.bucket)
+                     .outerjoin(turn, sa.and_(turn.kind == kind, turn.key == candidates.c.bucket)))
+        .where(candidates.c.in_key <= room_of)
+        .order_by(candidates.c.priority, candidates.c.in_tier, turn.at.asc().nulls_first(),
+                  candidates.c.bucket, candidates.c.created_at, candidates.c.id)
+        .limit(_budget(models, kind, limits, room))
+    )
+    return sa.func.ARRAY(fair.scalar_subquery())
+
+
+def claim_kind(models: Models, runner: Runner, params: ClaimParams, kind: str, limits: KindLimits,
+               room: int) -> list[ClaimedJob]:
+    """Claim at most ``room`` jobs of one limited kind (its lock held), log their starts and turns."""
+    job, key = models.Job, models.Limits.Key
+    key_of = sa.select(key.key).where(key.job_id == job.id).scalar_subquery()
+    stmt = (
+        sa.update(job)
+        .where(job.id == sa.any_(_picked(models, kind, limits, room)), job.status == Status.PENDING.value)
+        .values(status=Status.CLAIMED.value, claimed_by=params.worker_id, run_count=job.run_count + 1,
+                claim_expires_at=sa.func.now() + _lease_expr(models, replace(params, kinds=[kind])))
+        .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at, job.run_count,
+                   job.failure_count, sa.cast(sa.func.extract("epoch", sa.func.now() - job.visible_at), sa.Float),
+                   own_timeout(models), key_of, sa.func.statement_timestamp())
+        .execution_options(synchronize_session=False)
+    )
+    rows = runner.execute(stmt).all()
+    if not rows:
+        return []
+    started = rows[0][11]
+    buckets = sorted({r[10] if r[10] is not None else NO_KEY for r in rows})
+    _record(models, runner, kind, limits, [r[10] if r[10] is not None else NO_KEY for r in rows], buckets, started)
+    return [ClaimedJob(id=r[0], kind=r[1], payload=r[2], carry=r[3], priority=r[4], created_at=r[5],
+                       run_count=r[6], failure_count=r[7], claimed_by=params.worker_id, waited=float(r[8]),
+                       timeout=r[9]) for r in rows]
+
+
+def _record(models: Models, runner: Runner, kind: str, limits: KindLimits, starts: list[str],
+            buckets: list[str], started: Any) -> None:
+    """Log the starts (rate-limited kinds), prune the log, and move the claimed keys' turns to now."""
+    start: Any = models.Limits.Start
+    turn: Any = models.Limits.Turn
+    windows = [r.per for r in (limits.rate_limit, limits.key_rate_limit) if r is not None]
+    if windows:
+        runner.execute(sa.delete(start).where(start.kind == kind, start.at <= started - max(windows))
+                       .execution_options(synchronize_session=False))
+        runner.execute(sa.insert(start), [{"kind": kind, "key": b, "at": started} for b in starts])
+    if limits.keyed:
+        stmt = postgresql.insert(turn).values([{"kind": kind, "key": b, "at": started}
+                                               for b in buckets])
+        runner.execute(stmt.on_conflict_do_update(index_elements=["kind", "key"],
+                                                  set_={"at": stmt.excluded.at}))
