@@ -193,7 +193,7 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                                archive_columns())
     models = Models(prefix=prefix, Job=job_cls, JournalEntry=journal_cls, Schedule=schedule_cls, Fire=fire_cls,
                     Pause=pause_cls, CancelRequest=cancel_cls, JobTimeout=timeout_cls, OwedDeadCall=on_dead_cls,
-                    TraceContext=trace_cls, ArchivedJob=archive_cls, workflow=workflow_classes(n, lambda mixin, name,
-                    table, args, columns: _table_class(prefix, base, mixin, name, table, args, columns)))
+                    TraceContext=trace_cls, ArchivedJob=archive_cls,
+                    workflow=workflow_classes(n, lambda *table: _table_class(prefix, base, *table)))
     registry[prefix] = models
     return models
