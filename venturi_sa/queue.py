@@ -174,7 +174,11 @@ class Queue(Operations):
         dedup key may return an existing pending job instead, and needs a READ
         COMMITTED transaction (``UnsupportedIsolation`` otherwise).  Bad input
         raises with the session as it was.  Read ``job.id`` before the session
-        closes.  ``after=`` makes it wait for those jobs (docs/workflows.md).
+        closes.  ``after=`` (jobs or ids of this queue) makes it wait until
+        each has ended; ``if_parent_dead="cancel"`` ends it dead if one dies,
+        ``"run"`` runs it anyway.  The parents stay locked ``FOR SHARE`` until
+        the caller's transaction ends (a long transaction holds back their
+        outcome writes); it needs READ COMMITTED (docs/workflows.md).
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
         """
         return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,

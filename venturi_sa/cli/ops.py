@@ -18,8 +18,8 @@ from venturi_sa.ops.records import Stats
 from venturi_sa.states import TERMINAL
 
 COUNT_COLUMNS = ("eligible", "scheduled", "claimed", "completed", "dead", "total")
-SUMMARY = (("eligible now", "eligible"), ("scheduled", "scheduled"), ("in flight", "in_flight"),
-           ("expired leases", "expired_leases"), ("dead", "dead"))
+SUMMARY = (("eligible now", "eligible"), ("scheduled", "scheduled"), ("waiting for parents", "waiting"),
+           ("in flight", "in_flight"), ("expired leases", "expired_leases"), ("dead", "dead"))
 
 
 def render_stats(stats: Stats) -> str:

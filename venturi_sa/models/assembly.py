@@ -217,8 +217,7 @@ def make_models(prefix: str, base: type[Any] | None = None, *, metadata: sa.Meta
                         prefix, base, ThrottleStartBase, "ThrottleStart", throttles_name(n), throttles_args(n),
                         throttles_columns()),
                     **step_classes(prefix, base, _table_class),
-                    workflow=workflow_classes(n, lambda mixin, name, table, args, columns: _table_class(
-                        prefix, base, mixin, name, table, args, columns)),
+                    workflow=workflow_classes(n, lambda *table: _table_class(prefix, base, *table)),
                     Limits=limit_models(n, lambda *spec: _table_class(prefix, base, *spec)))
     registry[prefix] = models
     return models

@@ -36,5 +36,6 @@ def test_show_lists_both_and_cancel_follows_dependents(pg_url: str, prefix: str,
     assert [p["id"] for p in data["parents"]] == [a]
     assert [(d["id"], d["if_parent_dead"]) for d in data["dependents"]] == [(c, "cancel")]
     assert "waiting for 1 of 1 parents" in ok(run("jobs", "why", *db, c)).stdout
+    assert "waiting for parents: 2" in ok(run("stats", *db)).stdout
     ok(run("jobs", "cancel", *db, a, "--with-dependents"))
     assert [job_row(engine, models, j).status for j in (a, b, c)] == ["dead", "dead", "dead"]
