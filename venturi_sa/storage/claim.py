@@ -56,7 +56,8 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
     compiled cache serves it.
     """
     leases = tuple(sorted((k, params.leases.get(k, params.default_lease)) for k in params.kinds))
-    key = (models.prefix, id(models.Job), tuple(params.kinds), _capped(params), leases, params.default_lease)
+    key = (models.prefix, id(models.Job), tuple(params.kinds), _capped(params), leases, params.default_lease,
+           params.skip_overridden)
     cached = _STATEMENTS.get(key)
     if cached is None:
         if len(_STATEMENTS) > 1000:
@@ -72,12 +73,12 @@ def _capped(params: ClaimParams) -> tuple[str, ...]:
     return tuple(k for k in params.kinds if k in params.caps)
 
 
-def _candidates(models: Models, kinds: Sequence[str], limit: Any, name: str) -> Any:
+def _candidates(models: Models, kinds: Sequence[str], limit: Any, name: str, skip_overridden: bool) -> Any:
     job = models.Job
     return (
         sa.select(job.id, job.priority, job.created_at)
         .where(job.status == Status.PENDING.value, job.kind.in_(list(kinds)), job.visible_at <= sa.func.now(),
-               claimable_kinds(models, kinds))  # paused kinds are left out (runtime control)
+               claimable_kinds(models, kinds, skip_overridden=skip_overridden))  # paused kinds are left out
         .order_by(job.priority, job.created_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -91,12 +92,12 @@ def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool)
     capped = _capped(params)
     uncapped = [k for k in params.kinds if k not in params.caps]
     if not capped:
-        candidates = _candidates(models, uncapped, limit, "claimable")
+        candidates = _candidates(models, uncapped, limit, "claimable", params.skip_overridden)
         return sa.func.ARRAY(sa.select(candidates.c.id).scalar_subquery())
-    groups = [_candidates(models, uncapped, limit, "claimable")] if uncapped else []
+    groups = [_candidates(models, uncapped, limit, "claimable", params.skip_overridden)] if uncapped else []
     for i, kind in enumerate(capped):
         room = params.caps[kind] if literal_caps else sa.bindparam(f"cap_{i}", 0, type_=sa.Integer)
-        groups.append(_candidates(models, [kind], room, f"claimable_{i}"))
+        groups.append(_candidates(models, [kind], room, f"claimable_{i}", params.skip_overridden))
     grouped = sa.union_all(*(sa.select(g.c.id, g.c.priority, g.c.created_at) for g in groups)).subquery("grouped")
     best = sa.select(grouped.c.id).order_by(grouped.c.priority, grouped.c.created_at, grouped.c.id).limit(limit)
     return sa.func.ARRAY(best.scalar_subquery())

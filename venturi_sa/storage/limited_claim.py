@@ -1,9 +1,13 @@
 """The claim of limited kinds: global, per-key and rate limits, and fair turns across keys.
 
-:func:`claim` is the backend's claim.  It reads the overrides of its kinds
-(one statement) and, when none of its kinds has a limit or a limit key,
-runs :func:`venturi_sa.storage.claim.claim` unchanged.  Otherwise each
-limited kind is claimed on its own, serialized across every claimer by a
+:func:`claim` is the backend's claim.  When none of its kinds declares a
+limit or a limit key, or has a runtime override, it runs
+:func:`venturi_sa.storage.claim.claim` alone: no other statement.  Which
+kinds have overrides is read at most once a second; until then the claim
+statement itself leaves out a kind overridden meanwhile (an InitPlan beside
+the pause filter), so a new limit holds from every worker's next claim.
+Otherwise the overrides of the limited kinds are read in the claim's
+transaction, and each limited kind is claimed on its own, serialized across every claimer by a
 transaction-scoped advisory lock per kind taken before anything is counted:
 
 * use comes from the job rows (``status = 'claimed'``, past an expired lease
@@ -37,7 +41,7 @@ from venturi_sa.states import Status
 from venturi_sa.storage import claim as plain
 from venturi_sa.storage import drivers
 from venturi_sa.storage.claim import _lease_expr
-from venturi_sa.storage.limits import effective_limits
+from venturi_sa.storage.limits import effective_limits, overridden_kinds
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner
 from venturi_sa.storage.pauses import claimable_kinds
 from venturi_sa.storage.timeouts import own_timeout
@@ -55,20 +59,24 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
     """Claim up to ``params.limit`` jobs, obeying every limit in force (see the module docstring)."""
     if params.limit <= 0 or not params.kinds:
         return []
-    limited = effective_limits(models, runner, params.kinds, params.limits)
-    if not limited:
-        return plain.claim(models, runner, params)
+    overridden = overridden_kinds(models, runner)
+    slow = [k for k in params.kinds if k in overridden or (k in params.limits and params.limits[k].any)]
+    if not slow:  # the plain statement alone: it leaves out a kind overridden since the read above
+        return plain.claim(models, runner, replace(params, skip_overridden=True))
+    limited = effective_limits(models, runner, slow, params.limits)  # read in this transaction: never stale
     _LIMITED.setdefault(models.prefix, set()).update(limited)
     _RATED[models.prefix] = {k: v.rate_limit for k, v in limited.items() if v.rate_limit is not None}
-    lock(models, runner, sorted(limited))
+    if limited:
+        lock(models, runner, sorted(limited))
     jobs: list[ClaimedJob] = []
-    for kind in sorted(limited):
+    for kind in sorted(slow):  # an overridden kind with no limit left in force: the same path, no budget
         room = min(params.limit - len(jobs), params.caps.get(kind, _BIG))
         if room > 0:
-            jobs += claim_kind(models, runner, params, kind, limited[kind], room)
-    rest = [k for k in params.kinds if k not in limited]
+            jobs += claim_kind(models, runner, params, kind, limited.get(kind, KindLimits()), room)
+    rest = [k for k in params.kinds if k not in slow]
     if rest and len(jobs) < params.limit:
-        jobs += plain.claim(models, runner, replace(params, kinds=rest, limit=params.limit - len(jobs)))
+        jobs += plain.claim(models, runner, replace(params, kinds=rest, limit=params.limit - len(jobs),
+                                                    skip_overridden=True))
     jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
     return jobs
 

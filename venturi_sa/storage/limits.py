@@ -7,6 +7,7 @@ overrides of its kinds in its own transaction (:func:`effective_limits`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -51,6 +52,29 @@ def apply(declared: KindLimits | None, overridden: Mapping[str, LimitValue] | No
     return replace(limits, **changes) if changes else limits
 
 
+OVERRIDES_TTL = 1.0
+"""Seconds a worker keeps its list of overridden kinds.  Until it reads the list again, the plain claim
+statement leaves out a kind overridden meanwhile (``storage/pauses.claimable_kinds``): a new limit holds
+from the next claim, and the kind is claimed under it within this long."""
+_OVERRIDDEN: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+def overridden_kinds(models: Models, runner: Runner) -> frozenset[str]:
+    """The kinds with a runtime override row, read at most once per :data:`OVERRIDES_TTL` per prefix.
+
+    ``set_overrides`` and ``clear_overrides`` forget this process's copy, so a
+    change made here is seen by this process's next claim.
+    """
+    now = time.monotonic()
+    cached = _OVERRIDDEN.get(models.prefix)
+    if cached is not None and now - cached[0] < OVERRIDES_TTL:
+        return cached[1]
+    override: Any = models.Limits.Override
+    kinds = frozenset(runner.execute(sa.select(override.kind).distinct()).scalars())
+    _OVERRIDDEN[models.prefix] = (now, kinds)
+    return kinds
+
+
 def effective_limits(models: Models, runner: Runner, kinds: Sequence[str],
                      declared: Mapping[str, KindLimits]) -> dict[str, KindLimits]:
     """The kinds among ``kinds`` that take the limited claim, with their limits in force (one statement)."""
@@ -75,6 +99,7 @@ def set_overrides(models: Models, runner: Runner, kind: str, values: Mapping[str
                   "set_at": stmt.excluded.set_at}))
         runner.execute(sa.insert(history).values(**row, action="set", at=sa.func.now()))
     runner.execute(drivers.notify_statement(models.names.channel))
+    _OVERRIDDEN.pop(models.prefix, None)
 
 
 def clear_overrides(models: Models, runner: Runner, kind: str, names: Sequence[str], actor: str) -> list[str]:
@@ -89,6 +114,7 @@ def clear_overrides(models: Models, runner: Runner, kind: str, names: Sequence[s
                                                  at=sa.func.now()))
     if gone:
         runner.execute(drivers.notify_statement(models.names.channel))
+    _OVERRIDDEN.pop(models.prefix, None)
     return sorted(gone)
 
 

@@ -46,8 +46,14 @@ def _covers(models: Models, kind: Any) -> Any:
     return sa.or_(pause.kind == kind, pattern)
 
 
-def claimable_kinds(models: Models, kinds: Sequence[str]) -> Any:
+def claimable_kinds(models: Models, kinds: Sequence[str], *, skip_overridden: bool = False) -> Any:
     """The claim's paused-kind filter: ``kind = ANY(ARRAY(those of kinds not paused))``.
+
+    With ``skip_overridden`` (the worker's claim of kinds it takes as
+    unlimited) a kind with a runtime limit override is left out too, in the
+    same InitPlan: a limit set at runtime holds from every worker's next
+    claim, and the worker moves the kind to its limited claim when it next
+    reads the overrides (:mod:`venturi_sa.storage.limited_claim`).
 
     The array is an uncorrelated InitPlan over the few open pause rows (a
     pause of the kind itself, or of a pattern it starts with; ``'*'``
@@ -60,7 +66,10 @@ def claimable_kinds(models: Models, kinds: Sequence[str]) -> Any:
     """
     wanted = sa.func.unnest(sa.literal(list(kinds), postgresql.ARRAY(sa.Text))).table_valued("k")
     listed = wanted.render_derived(name="wanted")
-    blocked = sa.exists().where(_in_force(models), _covers(models, listed.c.k))
+    blocked: Any = sa.exists().where(_in_force(models), _covers(models, listed.c.k))
+    if skip_overridden:  # a runtime limit set since the worker last looked: its limited claim takes the kind
+        override: Any = models.Limits.Override
+        blocked = sa.or_(blocked, sa.exists().where(override.kind == listed.c.k))
     allowed = sa.select(listed.c.k).where(~blocked)
     return models.Job.kind == sa.any_(sa.func.ARRAY(allowed.scalar_subquery()))
 
