@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import TRANSITIONS, Outcome, Status
-from venturi_sa.storage import dependents
+from venturi_sa.storage import dependents, drivers
 from venturi_sa.storage.history import job_columns
 from venturi_sa.storage.params import Runner
 
@@ -124,8 +124,10 @@ def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status,
 
     A job that ends ``dead`` here is owed an ``on_dead`` call
     (``<prefix>_on_dead``, in the same transaction) and its cancel request
-    goes.  Returns the row afterwards, or None if the guard failed (nothing
-    written).  Every operator action on a job writes through here, after
+    goes.  A job that leaves ``claimed`` (release, cancel or kill of an
+    expired claim) wakes the queue's workers on commit: its slot under a
+    limit is free.  Returns the row afterwards, or None if the guard failed
+    (nothing written).  Every operator action on a job writes through here, after
     locking the row.
     """
     job = models.Job
@@ -149,6 +151,8 @@ def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status,
         dependents.settle(models, runner, [row.id])
     elif expected is Status.DEAD:
         dependents.rearm(models, runner, row.id)
+    if expected is Status.CLAIMED:  # a slot under the kind's limits is free: waiting workers claim at once
+        runner.execute(drivers.notify_statement(models.names.channel))
     return row
 
 
