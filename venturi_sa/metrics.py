@@ -12,6 +12,13 @@ database clock), ``venturi_jobs_in_flight{queue}``, and for periodic jobs
 ``venturi_schedule_fires_total{queue,schedule}`` (jobs this worker fired) and
 ``venturi_schedule_skips_total{queue,schedule}`` (fire times it skipped by a
 catch-up or overlap policy).
+
+:class:`QueueCounts` adds gauges read from the database on each scrape
+(``queue.stats``, one short read-only transaction): ``venturi_jobs{queue,state}``
+for the states ``eligible``, ``scheduled``, ``in_flight``, ``expired_leases``,
+``waiting`` (on parents), ``sleeping``, ``waiting_for_signal``, ``dead`` and
+``completed``, and ``venturi_jobs_limited{queue,kind}``: eligible jobs a limit
+holds back now.
 """
 
 from __future__ import annotations
@@ -69,3 +76,39 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
     except ImportError:
         raise VenturiError("--metrics-port needs prometheus-client: pip install 'venturi[metrics]'") from None
     start_http_server(port, addr=addr)
+
+
+class QueueCounts:
+    """A Prometheus collector of a queue's job counts, read with ``queue.stats(engine)`` on every scrape.
+
+    Register it once per queue: ``prometheus_client.REGISTRY.register(QueueCounts(queue, engine))``.
+    A scrape runs one short read-only transaction and writes nothing.
+    """
+
+    STATES = ("eligible", "scheduled", "in_flight", "expired_leases", "waiting", "sleeping", "waiting_for_signal",
+              "dead", "completed")
+
+    def __init__(self, queue: Any, engine: Any) -> None:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise VenturiError(
+                "Prometheus metrics need prometheus-client: pip install 'venturi[metrics]'") from None
+        self.queue, self.engine = queue, engine
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        stats = self.queue.stats(self.engine)
+        prefix = self.queue.models.prefix
+        jobs = GaugeMetricFamily("venturi_jobs", "Jobs of the queue by state, read on each scrape.",
+                                 labels=["queue", "state"])
+        for state in self.STATES:
+            jobs.add_metric([prefix, state], getattr(stats, state))
+        yield jobs
+        limited = GaugeMetricFamily("venturi_jobs_limited", "Eligible jobs a limit holds back now, by kind.",
+                                    labels=["queue", "kind"])
+        for kind, count in sorted(stats.limited.items()):
+            limited.add_metric([prefix, kind], count)
+        yield limited
+

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session
 
 import venturi_sa as v
-from venturi_sa.metrics import PrometheusMetrics
+from venturi_sa.limit_policy import declared_limits_of
+from venturi_sa.metrics import PrometheusMetrics, QueueCounts
+from venturi_sa.storage import limited_claim
+from venturi_sa.storage.params import ClaimParams
 
 
 class Good(v.Task):
@@ -41,6 +46,37 @@ def test_worker_events_feed_prometheus(engine, models) -> None:  # type: ignore[
     assert sample("venturi_job_run_seconds_count", kind="metrics_good") == 2
     assert sample("venturi_job_queue_wait_seconds_count", kind="metrics_bad") == 1
     assert sample("venturi_jobs_in_flight") == 0
+
+
+class Limited(v.Task):
+    KIND = "metrics_limited"
+    global_concurrency = 1
+
+    def run(self, ctx: v.JobContext) -> None:
+        return None
+
+
+def test_queue_counts_read_the_queue_on_each_scrape(engine, models) -> None:  # type: ignore[no-untyped-def]
+    queue = v.Queue(models, [Good, Limited])
+    with Session(engine) as session:
+        queue.enqueue_many(session, [Limited(), Limited(), Limited()])
+        queue.enqueue(session, Good(), delay=timedelta(hours=1))
+        session.commit()
+    registry = CollectorRegistry()
+    registry.register(QueueCounts(queue, engine))
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"queue": models.prefix, **labels})
+
+    assert sample("venturi_jobs", state="eligible") == 3
+    assert sample("venturi_jobs", state="scheduled") == 1
+    assert sample("venturi_jobs_limited", kind="metrics_limited") is None  # nothing claimed: no limit is full
+    params = ClaimParams(worker_id="w", kinds=["metrics_limited"], limit=3, leases={},
+                         default_lease=timedelta(minutes=1), limits=declared_limits_of([Limited]))
+    with engine.begin() as conn:  # a worker's claim: the limit of 1 lets one job go, and is full
+        assert len(limited_claim.claim(models, conn, params)) == 1
+    assert sample("venturi_jobs", state="in_flight") == 1
+    assert sample("venturi_jobs_limited", kind="metrics_limited") == 2
 
 
 def test_metrics_names_the_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
