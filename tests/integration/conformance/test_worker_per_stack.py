@@ -239,7 +239,7 @@ def test_an_idle_worker_is_woken_by_notify(stack: Stack, app_engine: Any, engine
             start = time.monotonic()
             [job_id] = enqueue(engine, queue, Ping())
             at, _ = events.wait_for("finished", after=mark, timeout=5, job_id=job_id)
-            assert at - start < 2.0  # a NOTIFY, not the 30 s poll
+            assert at - start < 10.0  # a NOTIFY, not the 30 s poll (a loaded CI machine took 2.3 s once)
             events.wait_for("idle", after=mark)
     assert not [r for r in caplog.records if "LISTEN" in r.getMessage()]  # no reconnect per job
 
