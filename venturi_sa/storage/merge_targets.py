@@ -30,8 +30,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.storage import steps
-
-INFINITY: Any = sa.literal_column("'infinity'::timestamptz")
+from venturi_sa.storage.timestamps import INFINITY
 
 
 def merge_target_exclusions(models: Models) -> list[Any]:
@@ -48,4 +47,4 @@ def merge_target_exclusions(models: Models) -> list[Any]:
     ]
 
 
-__all__ = ["INFINITY", "merge_target_exclusions"]
+__all__ = ["merge_target_exclusions"]

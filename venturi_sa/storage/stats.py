@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage.params import Runner
+from venturi_sa.storage.timestamps import INFINITY
 
 
 def _select(*columns: Any) -> sa.Select[Any]:
@@ -94,7 +95,7 @@ def pending_statement(models: Models) -> sa.Select[Any]:
         _select(
             job.kind,
             sa.func.count().filter(eligible),
-            sa.func.count().filter(sa.not_(eligible), job.visible_at < _INFINITY),  # not waiting
+            sa.func.count().filter(sa.not_(eligible), job.visible_at < INFINITY),  # not waiting
             now - sa.func.min(job.visible_at).filter(eligible),
         )
         .where(job.status == Status.PENDING.value)
@@ -102,7 +103,6 @@ def pending_statement(models: Models) -> sa.Select[Any]:
     )
 
 
-_INFINITY = sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True))  # a literal: asyncpg binds no text
 
 
 def expired_statement(models: Models) -> sa.Select[Any]:

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
+from venturi_sa.storage import timestamps
 from venturi_sa.storage.params import Fence, Runner
 from venturi_sa.storage.timestamps import moment
 
@@ -232,14 +233,13 @@ def held_counts(models: Models, runner: Runner) -> list[tuple[str, int, int, int
         sa.select(job.kind,
                   sa.func.count().filter(sa.and_(sleeping, sa.not_(waiting))),
                   sa.func.count().filter(waiting),
-                  sa.func.count().filter(waiting, job.visible_at < _INFINITY))
+                  sa.func.count().filter(waiting, job.visible_at < timestamps.INFINITY))
         .where(job.status == Status.PENDING.value, job.visible_at > sa.func.now(),
                sa.exists().where(c.job_id == job.id))
         .group_by(job.kind)).all()
     return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
 
-_INFINITY = sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True))
 
 
 def next_wake(models: Models, runner: Runner, kinds: list[str]) -> datetime | None:
