@@ -1,7 +1,7 @@
 """Run the test matrix that tox.ini describes, with plain virtual environments.
 
     python3 scripts/matrix.py                 # every cell in tox.ini's [matrix] cells
-    python3 scripts/matrix.py pg18 py313      # some of them
+    python3 scripts/matrix.py main py313-pg18  # some of them
     python3 scripts/matrix.py --list          # what each cell is
 
 Each cell gets a virtual environment under .tox/matrix/ (cells with the same

@@ -57,9 +57,9 @@ def test_the_cells_cover_the_supported_combinations(matrix: ModuleType) -> None:
     assert (main.python, main.deps, main.setenv["VENTURI_EXPECT_PG_MAJOR"]) == ("3.11", ["sqlalchemy>=2.1,<2.2"], "15")
     lowest = cells["py310-lowest"]
     assert (lowest.python, lowest.deps) == ("3.10", [f"sqlalchemy=={sqlalchemy_floor()}"])
-    assert (cells["py313"].python, cells["py313"].deps) == ("3.13", ["sqlalchemy>=2.1,<2.2"])
-    pg18 = cells["pg18"]
-    assert pg18.setenv == {"VENTURI_PG_SEARCH": "", "VENTURI_EXPECT_PG_MAJOR": "18", "VENTURI_DRIVER_MATRIX": "lean"}
+    newest = cells["py313-pg18"]
+    assert (newest.python, newest.deps) == ("3.13", ["sqlalchemy>=2.1,<2.2"])
+    assert newest.setenv == {"VENTURI_PG_SEARCH": "", "VENTURI_EXPECT_PG_MAJOR": "18", "VENTURI_DRIVER_MATRIX": "lean"}
     assert main.setenv["VENTURI_DRIVER_MATRIX"] == "full"  # every driver combination runs somewhere
     for cell in cells.values():
         assert FAST_TIERS <= tiers(cell), cell.name
@@ -101,11 +101,11 @@ def test_pytest_summary_lines_are_read(matrix: ModuleType, line: str, counts: di
 
 def test_a_cell_without_its_interpreter_is_skipped_loudly(matrix: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    cell = next(c for c in matrix.read_cells() if c.name == "py313")
+    cell = next(c for c in matrix.read_cells() if c.name == "py313-pg18")
     monkeypatch.setattr(matrix, "find_python", lambda minor: (None, "no pyenv"))
     result = matrix.run_cell(cell)
     assert (result.status, result.detail) == ("SKIPPED", "no Python 3.13 on this machine (no pyenv)")
-    assert "!!! matrix: SKIPPING cell py313" in capsys.readouterr().out
+    assert "!!! matrix: SKIPPING cell py313-pg18" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("code", "lines", "detail"), [
@@ -115,7 +115,7 @@ def test_a_cell_without_its_interpreter_is_skipped_loudly(matrix: ModuleType, mo
 ])
 def test_a_run_that_fails_or_tests_nothing_fails_the_cell(
         matrix: ModuleType, monkeypatch: pytest.MonkeyPatch, code: int, lines: list[str], detail: str) -> None:
-    cell = next(c for c in matrix.read_cells() if c.name == "pg18")
+    cell = next(c for c in matrix.read_cells() if c.name == "py313-pg18")
     monkeypatch.setattr(matrix, "find_python", lambda minor: (sys.executable, ""))
     monkeypatch.setattr(matrix, "run_streamed", lambda argv, env: (code, lines))
     result = matrix.run_cell(cell)
