@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -74,3 +75,18 @@ def aligned(t: datetime, period: timedelta) -> datetime:
     """``t`` rounded down to a multiple of ``period`` since the epoch (an interval fire time)."""
     epoch = datetime(1970, 1, 1, tzinfo=t.tzinfo)
     return epoch + period * ((t - epoch) // period)
+
+
+def steady_fire_time(engine: sa.Engine, period: timedelta, margin: timedelta = timedelta(seconds=5)) -> datetime:
+    """The current fire time of ``period`` on the database clock, at least ``margin`` before the next one.
+
+    A test that fires "everything due" and then asserts nothing more is due
+    fails if the next fire time arrives in between; this waits out the last
+    ``margin`` of a period (a clock alignment, not a wait on another process).
+    """
+    now = db_now(engine)
+    left = aligned(now, period) + period - now
+    if left < margin:
+        time.sleep(left.total_seconds() + 0.05)
+        now = db_now(engine)
+    return aligned(now, period)

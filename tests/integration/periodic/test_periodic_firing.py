@@ -6,7 +6,17 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
-from support.periodic import Tick, aligned, backdate, db_now, fire_times, jobs_of, schedule_row, tick_queue
+from support.periodic import (
+    Tick,
+    aligned,
+    backdate,
+    db_now,
+    fire_times,
+    jobs_of,
+    schedule_row,
+    steady_fire_time,
+    tick_queue,
+)
 
 from venturi_sa import Models, Queue, VenturiError
 from venturi_sa.periodic import all_within, fire_due, fired_by, policies, reconcile
@@ -29,7 +39,7 @@ def test_catch_up_after_an_hour_of_downtime(engine: sa.Engine, models: Models, p
                                             fired: set[int]) -> None:
     """61 fire times are due (an hour's worth and the current one): one run, one on-time run, or a window."""
     queue, name = declared(engine, models, every=MINUTE, catch_up=policy)
-    current = aligned(db_now(engine), MINUTE)
+    current = steady_fire_time(engine, MINUTE)
     backdate(engine, models, name, current - timedelta(hours=1))
     results = fire_due(queue, engine)
     row = schedule_row(engine, models, name)
@@ -57,7 +67,7 @@ def test_overlap_with_a_previous_job_still_pending_or_running(engine: sa.Engine,
         with engine.begin() as conn:
             backend_for(models).claim(conn, ClaimParams(worker_id="w", kinds=["tick"], limit=1, leases={},
                                                         default_lease=timedelta(minutes=5)))
-    now = aligned(db_now(engine), MINUTE)
+    now = steady_fire_time(engine, MINUTE)
     backdate(engine, models, name, now)
     results = fire_due(queue, engine)
     assert len(jobs_of(engine, models)) == fired
