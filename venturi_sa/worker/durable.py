@@ -59,7 +59,6 @@ class DurableState:
     now: datetime | None = None  # the database clock when the records were read
     used: set[str] = field(default_factory=set)
     sleeps: int = 0
-    suspension: Suspended | None = None
 
 
 class _FencedOut(Exception):  # noqa: N818 - internal: a transactional step's fence failed, roll it back
@@ -84,6 +83,12 @@ class DurableSteps:
     _job: ClaimedJob
     checkpointer: Checkpointer | None
     max_payload_bytes: int
+    suspension: Suspended | None = None
+    """The ``Suspended`` this run raised (a sleep or wait reached), if any: its outcome is ``paused``.
+
+    A class attribute until a suspension sets it on the context, so that the
+    worker's check of every run costs an attribute read and no call.
+    """
 
     def mark_lease_lost(self) -> bool:
         raise NotImplementedError  # JobContext's
@@ -95,11 +100,6 @@ class DurableSteps:
             state = self.__dict__["_durable_state"] = DurableState()
         return state
 
-    @property
-    def suspension(self) -> Suspended | None:
-        """The ``Suspended`` this run raised (a sleep or wait reached), if any: its outcome is ``paused``."""
-        state: DurableState | None = self.__dict__.get("_durable_state")
-        return state.suspension if state is not None else None
 
     def step_key(self, name: str) -> str:
         """``"<job_id>:<name>"``: the same on every run of this job, for a provider's idempotency key."""
@@ -289,7 +289,7 @@ class DurableSteps:
                                       f"sleeping until {record.wake_at.isoformat()} ({name})"))
 
     def _suspend(self, exc: Suspended) -> Suspended:
-        self._durable.suspension = exc
+        self.suspension = exc
         return exc
 
     # -- waits --------------------------------------------------------------------------------

@@ -65,7 +65,9 @@ def hook_name(run: Run) -> str | None:
 
 
 def has_hook(run: Run) -> bool:
-    return hook_name(run) is not None or wake_check(run.ctx, run.params) is not None
+    if run.ctx.suspension is not None and wake_check(run.ctx, run.params) is not None:
+        return True  # a run suspended in a wait: its wake check runs in the outcome's transaction
+    return hook_name(run) is not None
 
 
 def hook_call(run: Run, params: FinishParams) -> Callable[[Session], None] | None:
@@ -73,7 +75,7 @@ def hook_call(run: Run, params: FinishParams) -> Callable[[Session], None] | Non
 
     A run suspended in a durable wait gets its wake check instead (``worker/durable.py``).
     """
-    woken = wake_check(run.ctx, params)
+    woken = wake_check(run.ctx, params) if run.ctx.suspension is not None else None
     if woken is not None:
         return woken
     name = hook_name(run)

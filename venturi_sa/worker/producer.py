@@ -81,7 +81,7 @@ class Producer:
         return ClaimParams(worker_id=self.worker_id, kinds=kinds, limit=min(free, self.batch_size),
                            leases=self.leases, default_lease=DEFAULT_LEASE,
                            caps={k: room[k] for k in kinds if k in room}, throttles=self.throttles,
-                           limits=self.limits)
+                           limits=self.limits, skip_overridden=True)  # the limited claim takes overridden kinds
 
     def claim_round(self) -> Round:
         """Claim for the free slots, in one statement committed before any handler runs."""
