@@ -29,9 +29,9 @@ from venturi_sa.prefix import Names
 if TYPE_CHECKING:  # Alembic itself is imported where a migration or a check runs, not at import
     from alembic.config import Config
 
-HEAD = "v13"
+HEAD = "v14"
 REVISIONS: tuple[str, ...] = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
-                              "v13")
+                              "v13", "v14")
 SCRIPT_LOCATION = os.path.dirname(os.path.abspath(__file__))
 # Index names (after the prefix) that exist at HEAD, and ones that must not.
 HEAD_INDEXES: tuple[str, ...] = (
@@ -46,6 +46,8 @@ HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_ope
                                        "archive_created", "archive_history", "archive_finished",
                                        "limit_starts_kind", "limit_starts_key", "parents_parent")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
+# Columns (table after the prefix, column) that later migrations added to tables of earlier ones.
+HEAD_COLUMNS: tuple[tuple[str, str], ...] = (("archive", "steps"), ("archive", "signals"))  # v14's
 # What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
 APP_MANAGED = "app-managed"
 
@@ -243,6 +245,14 @@ def _head_shape_gaps(connection: Connection, names: Names) -> tuple[list[str], l
                 "AND pg_table_is_visible(oid)"),
         {"names": wanted + unwanted},
     ).scalars())
+    columns = [f"{names.index(table)}.{column}" for table, column in HEAD_COLUMNS]
+    found.update(connection.execute(
+        sa.text("SELECT c.relname || '.' || a.attname FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid "
+                "WHERE c.relname || '.' || a.attname = ANY(:columns) AND pg_table_is_visible(c.oid) "
+                "AND a.attnum > 0 AND NOT a.attisdropped"),
+        {"columns": columns},
+    ).scalars())
+    wanted += [c for c in columns if c.split(".")[0] in found]  # a missing table is named once, as a table
     return [n for n in wanted if n not in found], [n for n in unwanted if n in found]
 
 
@@ -265,7 +275,7 @@ def check_current(bind_or_url: Bind, prefix: str) -> None:
 
     A queue migrated by venturi is checked by its version table.  A queue
     whose tables a project's own Alembic created (no version table) passes
-    when every head table and index name exists and no removed one does.
+    when every head table, index and added column exists and no removed index does.
     Read-only, like :func:`current`.
     """
     names = Names(prefix)

@@ -104,6 +104,11 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.steps_table.create(engine)  # v13's
     models.signals_table.create(engine)
     alembic_venturi.check_current(engine, prefix)
+    with engine.begin() as conn:  # a project's autogenerate run before v14: the archive without its two columns
+        conn.execute(sa.text(f"ALTER TABLE {prefix}_archive DROP COLUMN steps, DROP COLUMN signals"))
+    with pytest.raises(alembic_venturi.runner.SchemaNotMigrated,
+                       match=f"missing {prefix}_archive.steps, missing {prefix}_archive.signals"):
+        alembic_venturi.check_current(engine, prefix)
 
 
 def test_down_to_v5_drops_only_the_timeouts_table(engine: sa.Engine, prefix: str) -> None:

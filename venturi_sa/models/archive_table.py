@@ -3,7 +3,9 @@
 Terminal jobs moved out of ``<prefix>_jobs``, one row per archived job:
 ``job`` is the job's row as JSON (``to_jsonb`` of the ``<prefix>_jobs`` row),
 ``journal`` its journal rows as a JSON array in ``id`` order, ``timeout``
-and ``trace`` its ``_timeouts`` and ``_traces`` rows; ``id``, ``kind``,
+and ``trace`` its ``_timeouts`` and ``_traces`` rows, ``steps`` and
+``signals`` (migration v14) its ``_steps`` and ``_signals`` rows as JSON
+arrays (NULL: none); ``id``, ``kind``,
 ``status``, ``created_at`` and ``finished_at`` are repeated as columns for
 the history, cleanup and stats indexes.  The table is range-partitioned by
 ``moved_at`` (one partition per UTC day, attached by
@@ -51,4 +53,6 @@ def archive_columns() -> dict[str, Any]:
         "journal": mapped_column(json_column_type(), nullable=False),
         "timeout": mapped_column(sa.Interval, nullable=True),
         "trace": mapped_column(json_column_type(), nullable=True),
+        "steps": mapped_column(json_column_type(), nullable=True),  # v14
+        "signals": mapped_column(json_column_type(), nullable=True),  # v14
     }

@@ -209,6 +209,8 @@ class ArchivedJobBase:
     journal: Mapped[list[dict[str, Any]]]
     timeout: Mapped[timedelta | None]
     trace: Mapped[dict[str, str] | None]
+    steps: Mapped[list[dict[str, Any]] | None]
+    signals: Mapped[list[dict[str, Any]] | None]
 
     if TYPE_CHECKING:
 

@@ -156,23 +156,29 @@ def signal(models: Models, bind: sa.Engine | Session, job_id: str, name: str, pa
 
 
 def steps(models: Models, engine: sa.Engine, job_id: str) -> list[StepInfo]:
-    """The job's recorded steps, sleeps and waits in the order first reached; ``JobNotFound`` if no such job."""
+    """The job's recorded steps, sleeps and waits in the order first reached (an archived job's too).
+
+    ``JobNotFound`` if the job is neither live nor archived.
+    """
     with short_transaction(models, engine) as session:
-        records = step_store.read(models, session, job_id)
-        if not records and not _exists(models, session, job_id):
-            raise job_not_found(models, job_id)
+        records: Sequence[Any] = step_store.read(models, session, job_id)
+        if not records and not step_store.job_exists(models, session, job_id):
+            records = _archived(models, session, job_id, models.steps_table, ("started_at", "name"))
     return [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
             for r in records]
 
 
 def signals(models: Models, engine: sa.Engine, job_id: str) -> list[SignalInfo]:
-    """The signals sent to the job, oldest first; ``JobNotFound`` if no such job."""
+    """The signals sent to the job, oldest first (an archived job's too); ``JobNotFound`` if no such job."""
     with short_transaction(models, engine) as session:
-        records = signal_store.read(models, session, job_id)
-        if not records and not _exists(models, session, job_id):
-            raise job_not_found(models, job_id)
+        records: Sequence[Any] = signal_store.read(models, session, job_id)
+        if not records and not step_store.job_exists(models, session, job_id):
+            records = _archived(models, session, job_id, models.signals_table, ("sent_at", "name"))
     return [SignalInfo(r.name, r.payload, r.sent_at) for r in records]
 
 
-def _exists(models: Models, runner: Runner, job_id: str) -> bool:
-    return step_store.job_exists(models, runner, job_id)
+def _archived(models: Models, runner: Runner, job_id: str, table: sa.Table, order: Sequence[str]) -> list[Any]:
+    kept = archived.kept_rows(models, runner, job_id, table, order)
+    if kept is None:
+        raise job_not_found(models, job_id)
+    return kept

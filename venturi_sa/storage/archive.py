@@ -15,8 +15,9 @@ statement locks:
 * :func:`move_batch` is one statement (data-modifying CTEs): lock up to
   ``batch_size`` terminal rows ``FOR UPDATE SKIP LOCKED``, delete them, and
   insert one archive row per job holding the job row, its journal rows, its
-  time limit and its trace context.  The journal, time-limit, trace and
-  cancel-request rows go from their tables by the ``ON DELETE CASCADE`` that
+  time limit, its trace context and its durable steps and signals.  The
+  journal, time-limit, trace, step, signal and cancel-request rows go from
+  their tables by the ``ON DELETE CASCADE`` that
   fires at the end of the same statement; the statement's snapshot still
   reads them.  On commit whole jobs have moved; on rollback or a crash none
   has (one transaction), so a job is always in exactly one place.
@@ -142,12 +143,17 @@ WITH picked AS MATERIALIZED (
     DELETE FROM {jobs} AS j WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.*
 ), moved AS (
-    INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace)
+    INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace,
+                           steps, signals)
     SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), {job_json},
            coalesce((SELECT jsonb_agg({entry_json} ORDER BY e.id) FROM {journal} AS e WHERE e.job_id = g.id),
                     '[]'::jsonb),
            (SELECT t.timeout FROM {timeouts} AS t WHERE t.job_id = g.id),
-           (SELECT r.carrier FROM {traces} AS r WHERE r.job_id = g.id)
+           (SELECT r.carrier FROM {traces} AS r WHERE r.job_id = g.id),
+           (SELECT jsonb_agg(to_jsonb(s) - 'job_id' ORDER BY s.started_at, s.name)
+            FROM {steps} AS s WHERE s.job_id = g.id),
+           (SELECT jsonb_agg(to_jsonb(x) - 'job_id' ORDER BY x.sent_at, x.name)
+            FROM {signals} AS x WHERE x.job_id = g.id)
     FROM gone AS g
     RETURNING finished_at
 )
@@ -191,7 +197,8 @@ def move_statement(models: Models) -> sa.TextClause:
     """
     n = models.names
     return sa.text(_MOVE.format(jobs=n.jobs, journal=n.journal, on_dead=n.on_dead, timeouts=n.timeouts,
-                                traces=n.traces, archive=n.archive,
+                                traces=n.traces, archive=n.archive, steps=models.steps_table.name,
+                                signals=models.signals_table.name,
                                 no_live_dependent=dependents.no_live_dependent_sql(models, "j.id"),
                                 job_json=_compact(models.jobs_table, "g", JOB_KEYS),
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
@@ -228,13 +235,21 @@ WITH gone AS (
     INSERT INTO {timeouts} (job_id, timeout) SELECT g.id, g.timeout FROM gone AS g WHERE g.timeout IS NOT NULL
 ), traced AS (
     INSERT INTO {traces} (job_id, carrier) SELECT g.id, g.trace FROM gone AS g WHERE g.trace IS NOT NULL
+), stepped AS (
+    INSERT INTO {steps} SELECT {step_columns}
+    FROM gone AS g, jsonb_array_elements(coalesce(g.steps, '[]'::jsonb)) AS e,
+         jsonb_populate_record(NULL::{steps}, e.value) AS r
+), signalled AS (
+    INSERT INTO {signals} SELECT {signal_columns}
+    FROM gone AS g, jsonb_array_elements(coalesce(g.signals, '[]'::jsonb)) AS e,
+         jsonb_populate_record(NULL::{signals}, e.value) AS r
 )
 SELECT count(*) FROM job
 """
 
 
 def restore(models: Models, runner: Runner, job_id: str) -> bool:
-    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with its journal, time limit and trace).
+    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with its journal, time limit, trace, steps, signals).
 
     One statement in the caller's transaction: on commit the job is live
     again (still ``dead``) and gone from the archive; on rollback it stays
@@ -249,8 +264,14 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
             return "g.id" if c.name == "job_id" else f"g.{c.name}"
         return f"coalesce(g.{json} -> '{c.name}', 'null'::jsonb)" if is_jsonb(c) and not c.nullable else f"r.{c.name}"
 
+    def element(c: sa.Column[Any]) -> str:  # a kept step or signal: its JSON values as they are (JSON null stays)
+        return "g.id" if c.name == "job_id" else f"e.value -> '{c.name}'" if is_jsonb(c) else f"r.{c.name}"
+
     jobs = ", ".join(column(c, JOB_KEYS, "job") for c in models.jobs_table.c)
     entries = ", ".join(column(c, ENTRY_KEYS, "journal") for c in models.journal_table.c)
     sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
-                          job_columns=jobs, entry_columns=entries)
+                          steps=models.steps_table.name, signals=models.signals_table.name,
+                          job_columns=jobs, entry_columns=entries,
+                          step_columns=", ".join(element(c) for c in models.steps_table.c),
+                          signal_columns=", ".join(element(c) for c in models.signals_table.c))
     return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())

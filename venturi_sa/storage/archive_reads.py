@@ -159,3 +159,23 @@ def archived_status(models: Models, runner: Runner, job_id: str) -> str | None:
     value: str | None = runner.execute(
         sa.select(models.archive_table.c.status).where(models.archive_table.c.id == job_id)).scalar()
     return value
+
+
+def kept_rows(models: Models, runner: Runner, job_id: str, table: sa.Table,
+              order: Sequence[str]) -> list[sa.Row[Any]] | None:
+    """The rows of ``table`` (``models.steps_table`` or ``signals_table``) the archived job keeps, in ``order``.
+
+    None if ``job_id`` is not archived; ``[]`` if it is and kept none.  The
+    rows are typed as ``table``'s (a JSON ``null`` result reads as None).
+    """
+    column = {models.steps_table.name: "steps", models.signals_table.name: "signals"}[table.name]
+    names = ", ".join(f"r.{c.name}" for c in table.c)
+    sql = sa.text(
+        f"SELECT a.id AS archived, {names} FROM {models.names.archive} AS a "
+        f"LEFT JOIN LATERAL jsonb_populate_recordset(NULL::{table.name}, a.{column}) AS r ON true "
+        f"WHERE a.id = :job_id ORDER BY {', '.join(f'r.{c}' for c in order)}"
+    ).columns(sa.column("archived", sa.Text), *(sa.column(c.name, c.type) for c in table.c))
+    rows = runner.execute(sql, {"job_id": job_id}).all()
+    if not rows:
+        return None
+    return [r for r in rows if r.job_id is not None or r.name is not None]

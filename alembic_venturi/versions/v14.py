@@ -1,0 +1,18 @@
+"""V14: archived jobs keep their durable steps and signals (``steps`` and ``signals`` on ``<prefix>_archive``)."""
+
+from __future__ import annotations
+
+from alembic_venturi.bodies import apply_body
+
+revision = "v14"
+down_revision = "v13"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_body("v14")
+
+
+def downgrade() -> None:
+    apply_body("v14_down")
