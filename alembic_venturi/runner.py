@@ -47,7 +47,8 @@ HEAD_TABLE_INDEXES: tuple[str, ...] = ("schedules_due", "fires_job", "pauses_ope
                                        "limit_starts_kind", "limit_starts_key", "parents_parent")
 PRE_HEAD_INDEXES: tuple[str, ...] = ("journal_kind",)
 # Columns (table after the prefix, column) that later migrations added to tables of earlier ones.
-HEAD_COLUMNS: tuple[tuple[str, str], ...] = (("archive", "steps"), ("archive", "signals"))  # v14's
+HEAD_COLUMNS: tuple[tuple[str, str], ...] = (("archive", "steps"), ("archive", "signals"),  # v14's
+                                              ("archive", "limit_key"))
 # What :func:`current` reports, when asked, for a queue whose tables exist without a version table.
 APP_MANAGED = "app-managed"
 

@@ -1,4 +1,4 @@
-"""V14: archived jobs keep their durable steps and signals (``steps`` and ``signals`` on ``<prefix>_archive``)."""
+"""V14: archived jobs keep their steps, signals and limit key (``steps``, ``signals``, ``limit_key`` on the archive)."""
 
 from __future__ import annotations
 

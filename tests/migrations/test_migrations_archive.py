@@ -32,7 +32,7 @@ def test_v9_table_equals_the_mapped_class(engine: sa.Engine, prefix: str, length
     migrated = checked_catalog(engine, prefix, length, ("archive",))
     assert [c[1] for c in migrated["columns"]] == [
         "id", "kind", "status", "created_at", "finished_at", "moved_at", "job", "journal", "timeout", "trace",
-        "steps", "signals"]  # v14's two
+        "steps", "signals", "limit_key"]  # v14's three
     indexes = {i[1]: i[2] for i in migrated["indexes"]}
     assert indexes["{{prefix}}_archive_created"].endswith("USING btree (created_at, id)")
     defs = {c[1]: c[3] for c in migrated["constraints"]}

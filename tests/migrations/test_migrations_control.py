@@ -105,9 +105,9 @@ def test_check_current_needs_the_control_tables(engine: sa.Engine, prefix: str) 
     models.signals_table.create(engine)
     alembic_venturi.check_current(engine, prefix)
     with engine.begin() as conn:  # a project's autogenerate run before v14: the archive without its two columns
-        conn.execute(sa.text(f"ALTER TABLE {prefix}_archive DROP COLUMN steps, DROP COLUMN signals"))
+        conn.execute(sa.text(f"ALTER TABLE {prefix}_archive DROP COLUMN steps, DROP COLUMN limit_key"))
     with pytest.raises(alembic_venturi.runner.SchemaNotMigrated,
-                       match=f"missing {prefix}_archive.steps, missing {prefix}_archive.signals"):
+                       match=f"missing {prefix}_archive.steps, missing {prefix}_archive.limit_key"):
         alembic_venturi.check_current(engine, prefix)
 
 

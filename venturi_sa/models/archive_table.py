@@ -5,7 +5,7 @@ Terminal jobs moved out of ``<prefix>_jobs``, one row per archived job:
 ``journal`` its journal rows as a JSON array in ``id`` order, ``timeout``
 and ``trace`` its ``_timeouts`` and ``_traces`` rows, ``steps`` and
 ``signals`` (migration v14) its ``_steps`` and ``_signals`` rows as JSON
-arrays (NULL: none); ``id``, ``kind``,
+arrays (NULL: none), ``limit_key`` its ``_limit_keys`` key (v14); ``id``, ``kind``,
 ``status``, ``created_at`` and ``finished_at`` are repeated as columns for
 the history, cleanup and stats indexes.  The table is range-partitioned by
 ``moved_at`` (one partition per UTC day, attached by
@@ -55,4 +55,5 @@ def archive_columns() -> dict[str, Any]:
         "trace": mapped_column(json_column_type(), nullable=True),
         "steps": mapped_column(json_column_type(), nullable=True),  # v14
         "signals": mapped_column(json_column_type(), nullable=True),  # v14
+        "limit_key": mapped_column(sa.Text, nullable=True),  # v14
     }

@@ -211,6 +211,7 @@ class ArchivedJobBase:
     trace: Mapped[dict[str, str] | None]
     steps: Mapped[list[dict[str, Any]] | None]
     signals: Mapped[list[dict[str, Any]] | None]
+    limit_key: Mapped[str | None]
 
     if TYPE_CHECKING:
 

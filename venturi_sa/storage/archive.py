@@ -15,9 +15,9 @@ statement locks:
 * :func:`move_batch` is one statement (data-modifying CTEs): lock up to
   ``batch_size`` terminal rows ``FOR UPDATE SKIP LOCKED``, delete them, and
   insert one archive row per job holding the job row, its journal rows, its
-  time limit, its trace context and its durable steps and signals.  The
-  journal, time-limit, trace, step, signal and cancel-request rows go from
-  their tables by the ``ON DELETE CASCADE`` that
+  time limit, its trace context, its durable steps and signals and its
+  limit key.  The journal, time-limit, trace, step, signal, limit-key and
+  cancel-request rows go from their tables by the ``ON DELETE CASCADE`` that
   fires at the end of the same statement; the statement's snapshot still
   reads them.  On commit whole jobs have moved; on rollback or a crash none
   has (one transaction), so a job is always in exactly one place.
@@ -36,7 +36,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -144,7 +144,7 @@ WITH picked AS MATERIALIZED (
     RETURNING j.*
 ), moved AS (
     INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace,
-                           steps, signals)
+                           steps, signals, limit_key)
     SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), {job_json},
            coalesce((SELECT jsonb_agg({entry_json} ORDER BY e.id) FROM {journal} AS e WHERE e.job_id = g.id),
                     '[]'::jsonb),
@@ -153,7 +153,8 @@ WITH picked AS MATERIALIZED (
            (SELECT jsonb_agg(to_jsonb(s) - 'job_id' ORDER BY s.started_at, s.name)
             FROM {steps} AS s WHERE s.job_id = g.id),
            (SELECT jsonb_agg(to_jsonb(x) - 'job_id' ORDER BY x.sent_at, x.name)
-            FROM {signals} AS x WHERE x.job_id = g.id)
+            FROM {signals} AS x WHERE x.job_id = g.id),
+           (SELECT k.key FROM {limit_keys} AS k WHERE k.job_id = g.id)
     FROM gone AS g
     RETURNING finished_at
 )
@@ -185,6 +186,10 @@ def _compact(table: sa.Table, alias: str, repeated: tuple[str, ...]) -> str:
     return f"to_jsonb({alias}) - ARRAY[{dropped}] - array_remove(ARRAY[{', '.join(empty)}], NULL)"
 
 
+def _limit_keys(models: Models) -> str:
+    return cast(sa.Table, models.Limits.Key.__table__).name
+
+
 def move_statement(models: Models) -> sa.TextClause:
     """The move (see the module docstring); binds ``after`` (an interval) and ``batch_size``.
 
@@ -198,7 +203,7 @@ def move_statement(models: Models) -> sa.TextClause:
     n = models.names
     return sa.text(_MOVE.format(jobs=n.jobs, journal=n.journal, on_dead=n.on_dead, timeouts=n.timeouts,
                                 traces=n.traces, archive=n.archive, steps=models.steps_table.name,
-                                signals=models.signals_table.name,
+                                signals=models.signals_table.name, limit_keys=_limit_keys(models),
                                 no_live_dependent=dependents.no_live_dependent_sql(models, "j.id"),
                                 job_json=_compact(models.jobs_table, "g", JOB_KEYS),
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
@@ -243,13 +248,16 @@ WITH gone AS (
     INSERT INTO {signals} SELECT {signal_columns}
     FROM gone AS g, jsonb_array_elements(coalesce(g.signals, '[]'::jsonb)) AS e,
          jsonb_populate_record(NULL::{signals}, e.value) AS r
+), keyed AS (
+    INSERT INTO {limit_keys} (job_id, kind, key) SELECT g.id, g.kind, g.limit_key FROM gone AS g
+    WHERE g.limit_key IS NOT NULL
 )
 SELECT count(*) FROM job
 """
 
 
 def restore(models: Models, runner: Runner, job_id: str) -> bool:
-    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with its journal, time limit, trace, steps, signals).
+    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with everything the move kept of it).
 
     One statement in the caller's transaction: on commit the job is live
     again (still ``dead``) and gone from the archive; on rollback it stays
@@ -271,7 +279,7 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
     entries = ", ".join(column(c, ENTRY_KEYS, "journal") for c in models.journal_table.c)
     sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
                           steps=models.steps_table.name, signals=models.signals_table.name,
-                          job_columns=jobs, entry_columns=entries,
+                          limit_keys=_limit_keys(models), job_columns=jobs, entry_columns=entries,
                           step_columns=", ".join(element(c) for c in models.steps_table.c),
                           signal_columns=", ".join(element(c) for c in models.signals_table.c))
     return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())

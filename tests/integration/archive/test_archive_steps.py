@@ -1,4 +1,4 @@
-"""An archived job keeps its durable steps and signals (v14): read from the archive, put back by a requeue."""
+"""An archived job keeps its steps, signals and limit key (v14): read from the archive, put back by a requeue."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from marshmallow import Schema, fields
 from support.archives import archived_row, places
 from support.queues import drain
 from support.workers import enqueue
@@ -91,3 +92,38 @@ def test_a_job_without_steps_archives_none_and_an_unknown_id_is_not_found(
     for read in (plain.steps, plain.signals):
         with pytest.raises(JobNotFound):
             read(engine, "01NOSUCHJOB0000000000000000")
+
+
+class Tenant(Schema):
+    tenant = fields.String(required=True)
+
+
+class Export(Task):
+    """A keyed kind that dies: requeued from the archive, it must come back under its key."""
+
+    KIND = "export"
+    Payload = Tenant
+    key_concurrency = 1
+
+    def limit_key(self) -> str | None:
+        return str(self.payload["tenant"])
+
+    def run(self, ctx: JobContext) -> Die:
+        return Die("tenant suspended")
+
+
+def test_a_requeue_from_the_archive_restores_the_limit_key(engine: sa.Engine, models: Any) -> None:
+    queue = Queue(models, [Export], archive_after=None)
+    [job_id] = enqueue(engine, queue, Export(tenant="acme"))
+    keys = models.Limits.Key.__table__
+
+    def key_rows() -> list[tuple[str, str, str]]:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.select(keys.c.job_id, keys.c.kind, keys.c.key))]
+
+    assert key_rows() == [(job_id, "export", "acme")]
+    drain(queue, engine)
+    assert queue.archive(engine) == 1
+    assert key_rows() == [] and archived_row(engine, models, job_id).limit_key == "acme"
+    queue.requeue(engine, job_id)
+    assert key_rows() == [(job_id, "export", "acme")]  # claimed under its key's limit again
