@@ -187,7 +187,8 @@ def _compact(table: sa.Table, alias: str, repeated: tuple[str, ...]) -> str:
 
 
 def _limit_keys(models: Models) -> str:
-    return cast(sa.Table, models.Limits.Key.__table__).name
+    table: sa.Table = cast(Any, models.Limits.Key).__table__
+    return table.name
 
 
 def move_statement(models: Models) -> sa.TextClause:
