@@ -8,9 +8,9 @@
 -- and its archived history showed no steps.  Each archive row now holds the
 -- steps and signals as JSON arrays (each element the row without job_id;
 -- NULL: the job had none) and the limit key (NULL: none), and the move back
--- restores them.  Adding nullable columns
--- without a default to the partitioned parent (and so to every day) rewrites
--- nothing; the seed tables are unchanged.
+-- restores them.  Adding nullable columns without a default to the
+-- partitioned parent (and so to every day) rewrites nothing; the seed tables
+-- are unchanged.
 ALTER TABLE {{prefix}}_archive
     ADD COLUMN steps jsonb,
     ADD COLUMN signals jsonb,

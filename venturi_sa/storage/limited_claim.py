@@ -60,8 +60,8 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
     if params.limit <= 0 or not params.kinds:
         return []
     overridden = overridden_kinds(models, runner)
-    slow = [k for k in params.kinds if k in overridden or (k in params.limits and params.limits[k].any)] \
-        if overridden or params.limits else []
+    slow = ([k for k in params.kinds if k in overridden or (k in params.limits and params.limits[k].any)]
+            if overridden or params.limits else [])
     if not slow:  # the plain statement alone: it leaves out a kind overridden since the read above
         plain_params = params if params.skip_overridden else replace(params, skip_overridden=True)
         return plain.claim(models, runner, plain_params)

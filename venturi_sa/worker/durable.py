@@ -100,7 +100,6 @@ class DurableSteps:
             state = self.__dict__["_durable_state"] = DurableState()
         return state
 
-
     def step_key(self, name: str) -> str:
         """``"<job_id>:<name>"``: the same on every run of this job, for a provider's idempotency key."""
         return f"{self._job.id}:{_check_name(name)}"
