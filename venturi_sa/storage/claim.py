@@ -16,6 +16,7 @@ from venturi_sa.storage import driver_sql
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, Runner, SoonestParams
 from venturi_sa.storage.pauses import claimable_kinds
 from venturi_sa.storage.timeouts import own_timeout
+from venturi_sa.storage.timestamps import INFINITY
 
 
 def _lease_expr(models: Models, params: ClaimParams) -> Any:
@@ -173,7 +174,7 @@ def seconds_until_visible(models: Models, session: Runner, params: SoonestParams
     soonest = (
         sa.select(job.visible_at)
         .where(job.status == Status.PENDING.value, job.kind.in_(list(params.kinds)), job.visible_at > sa.func.now(),
-               job.visible_at < sa.cast(sa.literal_column("'infinity'"), sa.DateTime(timezone=True)))  # not waiting
+               job.visible_at < INFINITY)  # not waiting
         .order_by(job.visible_at)
         .limit(1)
         .scalar_subquery()

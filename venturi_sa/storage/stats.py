@@ -103,8 +103,6 @@ def pending_statement(models: Models) -> sa.Select[Any]:
     )
 
 
-
-
 def expired_statement(models: Models) -> sa.Select[Any]:
     job = models.Job
     return (

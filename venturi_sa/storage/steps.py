@@ -25,7 +25,6 @@ from venturi_sa.storage.params import Fence, Runner
 from venturi_sa.storage.timestamps import moment
 
 NOW = sa.func.clock_timestamp
-INFINITY = "infinity"
 
 
 @dataclass(frozen=True)
@@ -175,8 +174,7 @@ def suspend_wait(models: Models, runner: Runner, fence: Fence, name: str, deadli
     """
     job, s = models.jobs_table.c, models.signals_table.c
     stored = sa.exists().where(s.job_id == fence.job_id, s.name == name)
-    until = moment(deadline) if deadline is not None else sa.cast(sa.literal(INFINITY, sa.Text),
-                                                                  sa.DateTime(timezone=True))
+    until = moment(deadline) if deadline is not None else timestamps.INFINITY
     runner.execute(sa.update(models.jobs_table)
                    .where(job.id == fence.job_id, job.status == Status.PENDING.value,
                           job.run_count == fence.run_count)
@@ -238,8 +236,6 @@ def held_counts(models: Models, runner: Runner) -> list[tuple[str, int, int, int
                sa.exists().where(c.job_id == job.id))
         .group_by(job.kind)).all()
     return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
-
-
 
 
 def next_wake(models: Models, runner: Runner, kinds: list[str]) -> datetime | None:
