@@ -11,8 +11,8 @@ in a child process whose ``PYTHONPATH`` starts with that tree, after a
 
 * ``many``: ``queue.enqueue_many(session, tasks)`` + commit, chunks of ``--chunk``;
 * ``ids``: the same with ``ids_only=True`` (trees without it are skipped);
-* ``raw_unnest``: psycopg2 runs venturi's own ``INSERT ... SELECT FROM unnest``
-  text with the arrays built before the clock starts (the server's share: the limit of this schema);
+* ``raw_insert``: psycopg2 runs venturi's own bulk ``INSERT ... SELECT`` text with
+  its parameters built before the clock starts (the server's share: the limit of this schema);
 * ``raw_values``: psycopg2 ``execute_values`` of the rows into the same table
   (what the shared harness's raw_psycopg2 does, on venturi's schema);
 * ``one``: ``Session`` + ``queue.enqueue`` + commit per job (``--n-one`` jobs);
@@ -36,13 +36,12 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 PREFIX = "abq"
-BULK = ("many", "ids", "raw_unnest", "raw_values")
+BULK = ("many", "ids", "raw_insert", "raw_values")
 
 
 def _queue(notify: bool = True) -> Any:
@@ -74,25 +73,24 @@ def _bulk(dsn: str, variant: str, n: int, chunk: int) -> None:
     engine = sa.create_engine(dsn)
     with engine.connect():
         pass
-    if variant in ("raw_unnest", "raw_values"):
+    if variant in ("raw_insert", "raw_values"):
         import psycopg2.extras
 
         from venturi_sa.models import new_job_ids
 
         conn = engine.raw_connection()
         cur = conn.cursor()
-        if variant == "raw_unnest":
-            from venturi_sa.storage.enqueue import _insert
+        if variant == "raw_insert":
+            from venturi_sa.storage.enqueue import InsertParams, NewJobColumns, _insert, _values
 
             compiled = _insert(queue.models).compile(dialect=engine.dialect)
             chunks = []
             for r in _chunks(n, chunk):
-                ids = new_job_ids(len(r))
-                params = {"ids": ids, "kinds": ["noop"] * len(r), "payloads": [json.dumps({"seq": s}) for s in r],
-                          "priorities": ["1"] * len(r), "dedup_keys": [None] * len(r), "notify_kinds": ["noop"],
-                          "channel": queue.models.names.channel, "run_at": None, "delay": timedelta(0),
-                          "run_count": 0, "failure_count": 0}
-                chunks.append(compiled.construct_params(params))
+                rows = NewJobColumns(ids=new_job_ids(len(r)), kinds=["noop"] * len(r),
+                                     payloads=[{"seq": s} for s in r], priorities=[1] * len(r),
+                                     dedup_keys=[None] * len(r))
+                _, params = _values(InsertParams(jobs=rows, notify_channel=queue.models.names.channel))
+                chunks.append(compiled.construct_params({**params, "run_count": 0, "failure_count": 0}))
             start()
             for params in chunks:
                 cur.execute(compiled.string, params)
@@ -191,7 +189,7 @@ def main(argv: list[str]) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trees", default="new=.", help="name=path,... (venturi checkouts); first is the reference")
-    p.add_argument("--variants", default="many,ids,raw_unnest,raw_values")
+    p.add_argument("--variants", default="many,ids,raw_insert,raw_values")
     p.add_argument("--n", type=int, default=20000, help="jobs per bulk variant and round")
     p.add_argument("--n-one", type=int, default=1000, help="jobs per one-per-transaction variant and round")
     p.add_argument("--chunk", type=int, default=1000)

@@ -153,33 +153,6 @@ def json_size(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES)
     return size
 
 
-def _flat_ok(value: dict[str, Any], max_bytes: int) -> bool:
-    """True if a flat dict of ints, bools and strings (the marshmallow-free path) is within every bound.
-
-    A quicker :func:`json_size` for that shape only: False sends it to the full
-    check, which then names the problem.
-    """
-    size = 1 + len(value)
-    for key, item in value.items():
-        kind = type(item)
-        if kind is str:
-            if not item.isascii() or _NUL in item:
-                return False
-            size += len(item) + 2
-        elif kind is int:
-            if not MIN_INT <= item <= MAX_INT:
-                return False
-            size += len(str(item))
-        elif kind is not bool:
-            return False
-        else:
-            size += 5
-        if not key.isascii() or _NUL in key:
-            return False
-        size += len(key) + 3
-    return size <= max_bytes
-
-
 def ensure_json(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Any:
     """Return ``value`` if JSON can store it exactly and it fits ``max_bytes``; else raise ``InvalidPayload``.
 
@@ -245,6 +218,39 @@ def _fits(types: dict[str, type] | None, required: frozenset[str], data: Any) ->
     return True
 
 
+_INT_CHARS = len(str(MIN_INT))
+"""The most characters an integer in the stored range takes as JSON (the bound :func:`_flat_fits` counts)."""
+
+
+def _flat_fits(types: dict[str, type] | None, required: frozenset[str], data: Any, max_bytes: int) -> bool:
+    """True if ``data`` passes :func:`_fits` and, as a flat dict of ASCII strings, ints and bools, fits every bound.
+
+    The marshmallow-free path's check in one pass: False sends ``data`` to
+    :func:`ensure_json` (or the schema), which then counts exactly and
+    names any problem.  Integers count as the longest an in-range integer
+    can be, so a dict near ``max_bytes`` gets False here.
+    """
+    if types is None or type(data) is not dict or not required.issubset(data):
+        return False
+    size = 1 + len(data)
+    for key, item in data.items():
+        kind = type(item)
+        if types.get(key) is not kind or not key.isascii() or _NUL in key:
+            return False
+        if kind is str:
+            if not item.isascii() or _NUL in item:
+                return False
+            size += len(item) + 2
+        elif kind is int:
+            if not MIN_INT <= item <= MAX_INT:
+                return False
+            size += _INT_CHARS
+        else:
+            size += 5
+        size += len(key) + 3
+    return size <= max_bytes
+
+
 def unchanged_by(schema: Schema, data: Any) -> bool:
     """True if ``schema.load(data)`` and ``schema.dump(data)`` would both return a dict equal to ``data``."""
     if type(data) is not dict:
@@ -275,8 +281,11 @@ def dump(schema: Schema, value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAY
     When marshmallow could not change the value (:func:`unchanged_by`) it
     is not called: a copy is checked instead.
     """
-    if unchanged_by(schema, value):
-        return dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes)
+    types, required = _plan(schema)
+    if _flat_fits(types, required, value, max_bytes):
+        return dict(value)
+    if _fits(types, required, value):
+        return ensure_json(dict(value), what, max_bytes)
     try:
         data = schema.dump(value)
     except (TypeError, ValueError, AttributeError) as exc:
@@ -295,8 +304,10 @@ def dump_many(schema: Schema, values: Sequence[Any], what: str,
     out: list[Any] = []
     slow: list[int] = []
     for index, value in enumerate(values):
-        if _fits(types, required, value):
-            out.append(dict(value) if _flat_ok(value, max_bytes) else ensure_json(dict(value), what, max_bytes))
+        if _flat_fits(types, required, value, max_bytes):
+            out.append(dict(value))
+        elif _fits(types, required, value):
+            out.append(ensure_json(dict(value), what, max_bytes))
         else:
             out.append(None)
             slow.append(index)

@@ -136,7 +136,7 @@ class Task:
         """Validate ``fields`` through the ``Payload`` schema (raises ``InvalidPayload``)."""
         schema = self.payload_schema
         if payloads.unchanged_by(schema, fields):  # what load() would return, without naming the payload first
-            self.payload = dict(fields)
+            self.payload = fields  # a dict of this call's own (** always builds a new one)
             return
         self.payload = payloads.load(schema, fields, f"payload of {self.kind_name()!r}")
 

@@ -181,6 +181,20 @@ def test_values_at_the_bounds_round_trip_through_jsonb_exactly(engine: sa.Engine
         queue.enqueue(session, Store(data=too_big))
 
 
+def test_bulk_enqueues_store_every_value_exactly(engine: sa.Engine, models: Any) -> None:
+    """The bulk insert's one JSON document: payloads, keys and odd strings come back as they went in."""
+    queue = Queue(models, [Store, Keyed])
+    odd = "é€😀 \"quoted\" \\ \n\t/"
+    data = [{"ints": [MIN_INT, MAX_INT], "text": odd, "float": 0.1, "none": None, "deep": nested(10)},
+            {"empty": {}, "list": []}, odd, 7]
+    with Session(engine) as session, session.begin():
+        ids = queue.enqueue_many(session, [Store(data=d) for d in data], ids_only=True)
+        jobs = [j.id for j in queue.enqueue_many(session, [Store(data=d) for d in data] + [Keyed(data=odd)])]
+    assert [queue.get_job(engine, i).payload for i in ids] == [{"data": d} for d in data]
+    assert [queue.get_job(engine, j).payload for j in jobs] == [{"data": d} for d in data + [odd]]
+    assert queue.get_job(engine, jobs[-1]).dedup_key == odd
+
+
 def test_jsonb_keeps_long_integers_but_python_json_cannot_read_them_back(engine: sa.Engine) -> None:
     """Why integers stop at 64 bits: JSONB would keep 5000 digits, Python's json reader refuses them."""
     digits = "9" * 5000

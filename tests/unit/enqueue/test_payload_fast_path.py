@@ -116,3 +116,26 @@ def test_dump_many_refuses_what_dump_refuses() -> None:
 
     with pytest.raises(InvalidPayload, match="not JSON-serializable at value"):
         payloads.dump_many(Loose(), [{"value": 1}, {"value": float("nan")}], "payload")
+
+
+def test_a_flat_payload_at_the_bound_is_counted_exactly() -> None:
+    """The quick check counts every integer at its longest; a payload it cannot pass is counted exactly."""
+    import json
+
+    schema = Schema.from_dict({f"k{i}": fields.Integer() for i in range(10)})()
+    data = {f"k{i}": i for i in range(10)}
+    exact = len(json.dumps(data, separators=(",", ":")))
+    for dump in (payloads.dump, lambda s, v, what, max_bytes: payloads.dump_many(s, [v], what, max_bytes)[0]):
+        assert dump(schema, data, "payload", max_bytes=exact) == data
+        with pytest.raises(InvalidPayload, match=f"is {exact:,} bytes as JSON, over the {exact - 1:,}-byte bound"):
+            dump(schema, data, "payload", max_bytes=exact - 1)
+
+
+@pytest.mark.parametrize("name", ["é", "a\x00b", "\ud800"])
+def test_a_string_the_quick_check_cannot_pass_is_judged_by_the_full_one(name: str) -> None:
+    for dump in (payloads.dump, lambda s, v, what: payloads.dump_many(s, [v], what)[0]):
+        if name == "é":
+            assert dump(Plain(), {"n": 1, "name": name}, "payload") == {"n": 1, "name": name}
+        else:
+            with pytest.raises(InvalidPayload, match="at name"):
+                dump(Plain(), {"n": 1, "name": name}, "payload")
