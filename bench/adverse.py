@@ -12,6 +12,12 @@ system draining ``--n`` no-op jobs, the harness's drain measurement):
   table, so they go to its ``pgqueuer_log`` table);
 * ``xmin``: a REPEATABLE READ transaction opened before the workers start
   and held for the whole drain, so no dead row version can be vacuumed;
+* ``archived``: ``--terminal-rows`` finished jobs in the system's history
+  (venturi: its archive, filled by ``bench/archive_seed.py``: 200,000 moved by
+  ``queue.archive``, the rest copies of them; PgQueuer: its ``pgqueuer_log``,
+  as in ``terminal``); ``archived_xmin``: the same, and the xmin held as in
+  ``xmin``.  The history's and the queue table's sizes (heap + indexes) are
+  recorded after seeding and after the drain;
 * ``poison``: 5 % of the jobs raise on their first two runs and are retried
   at once (``bench/adverse_adapters.py``);
 * ``procs8``: 8 worker processes of the default profile on this machine's cores.
@@ -35,8 +41,17 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 SYSTEMS = {"venturi_sa": "venturi_sa_poison", "pgqueuer": "pgqueuer_poison"}
-CONDITIONS = ("clean", "terminal", "xmin", "poison", "procs8")
+CONDITIONS = ("clean", "terminal", "xmin", "poison", "procs8", "archived", "archived_xmin")
 QUEUE_TABLE = {"venturi_sa": "bench_jobs", "pgqueuer": "pgqueuer"}
+SIZED_TABLES = {"venturi_sa": ("bench_jobs", "bench_journal", "bench_archive"),
+                "pgqueuer": ("pgqueuer", "pgqueuer_log")}
+SIZES = """
+SELECT t.name, sum(pg_total_relation_size(p.relid))
+  FROM unnest(%(names)s::text[]) AS t(name),
+       LATERAL (SELECT relid FROM pg_partition_tree(t.name::regclass) WHERE relid IS NOT NULL
+                UNION SELECT t.name::regclass) AS p
+ GROUP BY t.name ORDER BY t.name
+"""
 SEED_SQL = {
     "venturi_sa": (
         "INSERT INTO bench_jobs (id, kind, payload, priority, status, created_at, visible_at, finished_at, "
@@ -50,7 +65,27 @@ SEED_SQL = {
 }
 
 
-def drain(runner: Any, r: int, system: str, condition: str, n: int, terminal_rows: int) -> dict[str, Any]:
+def orchestrator_log(line: str) -> None:
+    from peerbench import orchestrator
+
+    orchestrator.log(line)
+
+
+def sizes(dsn: str, system: str) -> dict[str, int]:
+    """Heap + indexes + TOAST in bytes of each of ``system``'s queue and history tables (partitions summed)."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(SIZES, {"names": list(SIZED_TABLES[system])})
+            return {name: int(size) for name, size in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def drain(runner: Any, r: int, system: str, condition: str, n: int, terminal_rows: int,
+          archive_move: int = 200_000) -> dict[str, Any]:
     """One drain of ``n`` jobs by ``system`` under ``condition``; jobs/s from the first READY to empty."""
     import psycopg2
     from peerbench import registry
@@ -60,18 +95,25 @@ def drain(runner: Any, r: int, system: str, condition: str, n: int, terminal_row
     db = f"pb_adv_{system}_{condition}_{r}"
     dsn = runner.fresh_db(db)
     holder = None
+    seeded: dict[str, Any] = {}
     procs: list[Any] = []
     try:
         runner.child("setup", "--system", system, "--dsn", dsn)
-        if condition == "terminal":
+        if condition == "terminal" or (condition.startswith("archived") and system != "venturi_sa"):
             seed = psycopg2.connect(dsn)
             with seed, seed.cursor() as cur:
                 cur.execute(SEED_SQL[system], {"n": terminal_rows})
             seed.close()
+        elif condition.startswith("archived"):
+            from archive_seed import seed_archived
+
+            seeded = seed_archived(dsn.replace("postgresql://", "postgresql+psycopg2://", 1), "bench",
+                                   terminal_rows, move=archive_move, log=orchestrator_log)
+        sized = sizes(dsn, system) if condition.startswith("archived") else {}
         runner.child("enqueue", "--system", system, "--dsn", dsn, "--mode", "bulk", "--n", str(n),
                      "--chunk", "1000")
         runner.settle(dsn)
-        if condition == "xmin":
+        if condition.endswith("xmin"):
             holder = psycopg2.connect(dsn)
             holder.set_session(isolation_level="REPEATABLE READ")
             holder.cursor().execute("SELECT count(*) FROM pg_class")  # the snapshot is taken and held
@@ -100,7 +142,10 @@ def drain(runner: Any, r: int, system: str, condition: str, n: int, terminal_row
         poll.close()
         row = {"run": r, "phase": "adverse", "system": system, "condition": condition, "n": start - remaining,
                "seconds": elapsed, "value": (start - remaining) / elapsed, "unit": "jobs/s", "processes": count,
-               "timed_out": remaining > 0, "terminal_rows": terminal_rows if condition == "terminal" else 0}
+               "timed_out": remaining > 0,
+               "terminal_rows": terminal_rows if condition in ("terminal", "archived", "archived_xmin") else 0}
+        if sized:
+            row.update(bytes_seeded=sized, bytes_drained=sizes(dsn, system), seeded=seeded)
         runner.record(**row)
         return row
     finally:
@@ -132,6 +177,17 @@ def table(rows: list[dict[str, Any]], systems: list[str], conditions: list[str])
     return "\n".join(lines) + "\n"
 
 
+def size_table(rows: list[dict[str, Any]]) -> str:
+    """Each table's size (MiB, heap + indexes + TOAST) after seeding and after the drain, per archived run."""
+    lines = ["| repeat | condition | system | table | MiB seeded | MiB after the drain |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for name, seeded in r.get("bytes_seeded", {}).items():
+            after = r["bytes_drained"].get(name, 0)
+            lines.append(f"| {r['run']} | {r['condition']} | {r['system']} | {name} | {seeded / 1048576:,.1f} | "
+                         f"{after / 1048576:,.1f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", default="venturi_sa,pgqueuer")
@@ -139,6 +195,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--n", type=int, default=10_000, help="jobs per drain")
     p.add_argument("--terminal-rows", type=int, default=1_000_000)
+    p.add_argument("--archive-move", type=int, default=200_000,
+                   help="archived conditions: jobs venturi moves by queue.archive; the rest are copies of them")
     p.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke test)")
     p.add_argument("--host", default="127.0.0.1", help="with --port: use this server instead of a throwaway one")
     p.add_argument("--port", type=int, help="an existing server (superuser) on --host")
@@ -147,6 +205,7 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     if a.quick:
         a.n, a.terminal_rows = min(a.n, 300), min(a.terminal_rows, 2_000)
+        a.archive_move = min(a.archive_move, max(1, a.terminal_rows // 4))  # so the copies are made too
     sys.path.insert(0, str(BENCH_DIR))
     import run as bench_run
     from ab_kit import server
@@ -170,9 +229,11 @@ def main(argv: list[str]) -> int:
             for condition in conditions:
                 for system in systems:
                     orchestrator.log(f"[r{r}] adverse {condition} {system}")
-                    rows.append(drain(runner, r, system, condition, a.n, a.terminal_rows))
+                    rows.append(drain(runner, r, system, condition, a.n, a.terminal_rows, a.archive_move))
         text = (f"# Adverse conditions: drain of {a.n:,} no-op jobs, default worker profile, "
                 f"{a.repeats} repeat(s), terminal rows {a.terminal_rows:,}\n\n" + table(rows, systems, conditions))
+        if size_table(rows):
+            text += "\nSizes of the queue and history tables (archived conditions):\n\n" + size_table(rows)
         (runner.run_dir / "adverse.md").write_text(text)
         (runner.run_dir / "adverse.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         print(text)

@@ -2,15 +2,18 @@
 
     python bench/archive_scale.py                          # N = 1M, a throwaway cluster
     python bench/archive_scale.py --sizes 1000000,3000000 --out docs/bench-runs/round4-archive
+    python bench/archive_scale.py --sizes 10000000 --modes archived --move 1000000   # 10M archived
 
 For each N and each mode, in a fresh database of one throwaway cluster:
 
 * ``kept``: N ``completed`` jobs (one journal row each) stay in ``<prefix>_jobs``
   (``Queue(archive_after=None)``, the behaviour before migration v9);
-* ``archived``: the same N jobs are seeded the same way, then moved by
-  ``queue.archive`` (timed: the archive rate), then ``VACUUM`` (not FULL) of the
-  jobs and journal tables, as autovacuum would do; the worker runs with
-  ``archive_after=0`` so it keeps archiving what it drains.
+* ``archived``: ``--move`` of the N jobs (all of them by default) are seeded the
+  same way, then moved by ``queue.archive`` (timed: the archive rate); the rest of
+  N are copies of the moved archive rows made in SQL (``bench/archive_seed.py``:
+  the same rows, new ids, in minutes instead of the move's 15-30 minutes per 10M);
+  then ``VACUUM`` (not FULL) of the jobs and journal tables, as autovacuum would
+  do; the worker runs with ``archive_after=0`` so it keeps archiving what it drains.
 
 Then, after ``VACUUM ANALYZE`` and ``CHECKPOINT``: the sizes of every table and
 its indexes; the worker's own claim of 100 jobs (``storage.claim``, claimed and
@@ -39,6 +42,7 @@ from typing import Any
 
 import psycopg2
 import sqlalchemy as sa
+from archive_seed import seed_archived, seed_completed
 from marshmallow import Schema, fields
 from sqlalchemy.orm import Session
 
@@ -51,17 +55,6 @@ from venturi_sa.storage.params import ClaimParams
 PREFIX = "arc"
 PG_SETTINGS = {"shared_buffers": "256MB", "max_wal_size": "4GB", "checkpoint_timeout": "30min",
                "synchronous_commit": "off"}
-SEED = f"""
-INSERT INTO {PREFIX}_jobs (id, kind, payload, priority, status, created_at, visible_at, finished_at, run_count)
-SELECT 'T' || lpad(g::text, 25, '0'), 'noop', jsonb_build_object('seq', g), 1, 'completed',
-       now() - interval '3 hours' + g * interval '1 microsecond', now() - interval '3 hours',
-       now() - interval '2 hours' + g * interval '1 microsecond', 1
-  FROM generate_series(%(first)s, %(last)s) AS g;
-INSERT INTO {PREFIX}_journal (job_id, kind, run_no, recorded_at, outcome, attachment)
-SELECT 'T' || lpad(g::text, 25, '0'), 'noop', 1, now() - interval '2 hours' + g * interval '1 microsecond',
-       'completed', 'null'::jsonb
-  FROM generate_series(%(first)s, %(last)s) AS g;
-"""
 SIZES = f"""
 SELECT t.name, sum(pg_table_size(p.relid)), sum(pg_indexes_size(p.relid))
   FROM (VALUES ('{PREFIX}_jobs'), ('{PREFIX}_journal'), ('{PREFIX}_archive')) AS t(name),
@@ -174,7 +167,7 @@ def drain(engine: sa.Engine, queue: Queue, models: Any, n: int) -> float:
     return n / elapsed
 
 
-def one(cluster: ThrowawayCluster, n: int, mode: str, pending: int, samples: int,
+def one(cluster: ThrowawayCluster, n: int, mode: str, pending: int, samples: int, move: int | None,
         log: Any) -> list[dict[str, Any]]:
     db = f"arc_{mode}_{n}"
     base = libpq(cluster.url)
@@ -186,19 +179,17 @@ def one(cluster: ThrowawayCluster, n: int, mode: str, pending: int, samples: int
         alembic_venturi.upgrade(engine, PREFIX)
         models = make_models(PREFIX)
         queue = Queue(models, [Noop], archive_after=timedelta(0) if mode == "archived" else None)
-        t0 = time.monotonic()
-        for first in range(1, n + 1, 500_000):
-            admin(libpq(url), SEED, params={"first": first, "last": min(n, first + 499_999)})
-        log(f"{mode} N={n:,}: seeded in {time.monotonic() - t0:.0f} s")
         base_row = {"terminal": n, "mode": mode}
         if mode == "archived":
+            done = seed_archived(url, PREFIX, n, move=move or n, log=lambda line: log(f"{mode} N={n:,}: {line}"))
+            rows.append({**base_row, "metric": "archive_rate", "value": done["moved"] / done["move_s"],
+                         "unit": "jobs/s", "seconds": done["move_s"], "moved": done["moved"],
+                         "copied": done["copied"]})
+        else:
             t0 = time.monotonic()
-            moved = queue.archive(engine, batch_size=5000)
-            seconds = time.monotonic() - t0
-            assert moved == n, (moved, n)
-            rows.append({**base_row, "metric": "archive_rate", "value": n / seconds, "unit": "jobs/s",
-                         "seconds": seconds})
-            log(f"{mode} N={n:,}: archived at {n / seconds:,.0f} jobs/s ({seconds:.0f} s)")
+            for first in range(1, n + 1, 500_000):
+                seed_completed(engine, PREFIX, first, min(n, first + 499_999))
+            log(f"{mode} N={n:,}: seeded in {time.monotonic() - t0:.0f} s")
         admin(libpq(url), f"VACUUM ANALYZE {PREFIX}_jobs", f"VACUUM ANALYZE {PREFIX}_journal",
               f"ANALYZE {PREFIX}_archive", "CHECKPOINT")
         for table, (heap, index) in sizes(engine).items():
@@ -277,7 +268,9 @@ def table(rows: list[dict[str, Any]]) -> str:
                 out.append(f"| {r['mode']} | {r['deleted']:,} | {r['seconds']:.1f} | {mib(total)} |")
         for r in rows:
             if r["terminal"] == n and r["metric"] == "archive_rate":
-                out.append(f"\narchive rate: {r['value']:,.0f} jobs/s ({r['seconds']:.0f} s for {n:,} jobs)")
+                copied = f", then {r['copied']:,} copies of them made in SQL" if r.get("copied") else ""
+                out.append(f"\narchive rate: {r['value']:,.0f} jobs/s ({r['seconds']:.0f} s for the "
+                           f"{r.get('moved', n):,} jobs moved by queue.archive{copied})")
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -288,6 +281,8 @@ def main() -> None:
     parser.add_argument("--modes", default="kept,archived")
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--move", type=int, help="archived mode: jobs moved by queue.archive (default all of N); "
+                        "the rest of N are copies of them")
     parser.add_argument("--out", default="bench-results/archive_scale")
     args = parser.parse_args()
     out = Path(args.out)
@@ -300,7 +295,7 @@ def main() -> None:
     with ThrowawayCluster(PG_SETTINGS) as cluster:
         for n in (int(s) for s in args.sizes.split(",")):
             for mode in args.modes.split(","):
-                found = one(cluster, n, mode, args.pending, args.samples, log)
+                found = one(cluster, n, mode, args.pending, args.samples, args.move, log)
                 rows += found
                 with (out / "archive_scale.jsonl").open("a") as f:
                     for row in found:

@@ -109,9 +109,14 @@ def test_adverse_quick_run_measures_every_condition(pg_url: str, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     rows = [json.loads(line) for line in (run_dir / "adverse.jsonl").read_text().splitlines()]
-    assert {r["condition"] for r in rows} == {"clean", "terminal", "xmin", "poison", "procs8"}
+    assert {r["condition"] for r in rows} == {"clean", "terminal", "xmin", "poison", "procs8", "archived",
+                                              "archived_xmin"}
     assert all(r["value"] > 0 and not r["timed_out"] for r in rows), rows
-    assert "| poison |" in (run_dir / "adverse.md").read_text()
+    for row in (r for r in rows if r["condition"].startswith("archived")):
+        assert row["seeded"] == {**row["seeded"], "moved": 250, "copied": 750}, row  # 1,000: 250 moved, 3 copies
+        assert row["bytes_seeded"]["bench_archive"] > 0 and row["bytes_drained"]["bench_jobs"] > 0, row
+    text = (run_dir / "adverse.md").read_text()
+    assert "| poison |" in text and "| archived_xmin |" in text and "bench_archive" in text
     for log in (run_dir / "logs").glob("*venturi_sa*.stderr"):
         if "-poison-" not in log.name:  # poison jobs raise on purpose, and their tracebacks are logged
             assert "Traceback" not in log.read_text(), log.read_text()[-2000:]
