@@ -4,10 +4,12 @@ A dependent (a job enqueued with ``after=[...]``) is ``pending`` with
 ``visible_at = 'infinity'`` while ``<prefix>_waits.remaining`` (its parents
 not yet counted as terminal) is above zero.  Every transaction that makes a
 job terminal calls :func:`settle` with the ids it ended, in that same
-transaction: one statement marks their ``<prefix>_parents`` rows done,
-locks the dependents' ``<prefix>_waits`` rows in ascending ``job_id`` order
-(two outcome batches with shared dependents cannot deadlock), decrements
-them with ``UPDATE … RETURNING``, and then
+transaction: one statement marks their ``<prefix>_parents`` rows done
+(found through the ``parent_id`` index first: an id without dependents
+costs one index probe, and the jobs table is read only for the parents of
+waiting jobs), locks the dependents' ``<prefix>_waits`` rows in ascending
+``job_id`` order (two outcome batches with shared dependents cannot
+deadlock), decrements them with ``UPDATE … RETURNING``, and then
 
 * kills (``dead``, one journal row naming the parent, an owed ``on_dead``
   call) a waiting dependent whose parent ended ``dead`` under the
@@ -61,14 +63,15 @@ def _statement(models: Models, name: str, text: str, **types: Any) -> sa.TextCla
 
 
 _SETTLE = """
-WITH ended AS (
-    SELECT j.id, j.status FROM {jobs} AS j
-    WHERE j.id = ANY(:ids) AND j.status IN ('completed', 'dead')
+WITH waiting AS MATERIALIZED (
+    SELECT p.job_id, p.position FROM {parents} AS p
+    WHERE p.parent_id = ANY(:ids) AND NOT p.done
 ), links AS MATERIALIZED (
     UPDATE {parents} AS p SET done = true
-    FROM ended AS e
-    WHERE p.parent_id = e.id AND NOT p.done
-    RETURNING p.job_id, p.position, p.parent_id, p.policy, e.status
+    FROM waiting AS w, {jobs} AS j
+    WHERE p.job_id = w.job_id AND p.position = w.position AND NOT p.done
+      AND j.id = p.parent_id AND j.status IN ('completed', 'dead')
+    RETURNING p.job_id, p.position, p.parent_id, p.policy, j.status
 ), locked AS MATERIALIZED (
     SELECT w.job_id FROM {waits} AS w
     WHERE w.job_id IN (SELECT l.job_id FROM links AS l)

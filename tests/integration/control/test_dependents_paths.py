@@ -15,7 +15,7 @@ from support.workers import enqueue, job_row, journal
 from venturi_sa import InvalidTransition, Queue, Task
 from venturi_sa.states import Outcome
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import outcomes, recovery
+from venturi_sa.storage import dependents, outcomes, recovery
 from venturi_sa.storage.params import ClaimParams, FinishManyParams, FinishParams, RecoverParams
 
 
@@ -202,3 +202,34 @@ def _blocked_on_lock(engine: sa.Engine) -> bool:
         return bool(conn.execute(sa.text(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
         )).scalar_one())
+
+
+def _plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(n for child in node.get("Plans", []) for n in _plan_nodes(child))]
+
+
+def test_settling_jobs_without_dependents_never_reads_the_jobs_table(engine: sa.Engine, queue: Queue,
+                                                                    models: Any) -> None:
+    """An outcome batch's settle goes by the parents index: finished rows the statistics miss cost nothing.
+
+    The statistics are taken while every job is pending, then most of them
+    finish, as in a drain: a plan that looked the ids up by status would
+    read every finished row of the table on every batch.
+    """
+    ids = enqueue(engine, queue, *[Parent() for _ in range(2000)])
+    [child] = enqueue(engine, queue, Child(), after=[ids[0]])
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"ANALYZE {models.prefix}_jobs")
+        conn.execute(sa.update(models.jobs_table).where(models.jobs_table.c.id.in_(ids[1:]))
+                     .values(status="completed", finished_at=sa.func.now()))
+    settle = dependents._statement(models, "settle", dependents._SETTLE, ids=dependents._IDS, channel=sa.Text)
+    explain = sa.text("EXPLAIN (ANALYZE, FORMAT JSON) " + settle.text).bindparams(*settle._bindparams.values())
+    with engine.begin() as conn:
+        [[plan]] = conn.execute(explain, {"ids": ids[1:201], "channel": models.names.channel}).one()
+        conn.rollback()
+    read = [n for n in _plan_nodes(plan["Plan"]) if n.get("Relation Name") == f"{models.prefix}_jobs"
+            and n["Node Type"] != "ModifyTable" and n["Actual Loops"] > 0]
+    assert read == [], read
+    [p] = _claim(engine, models, "parent", limit=1)  # the parent with a dependent, ended the usual way
+    _finish(engine, models, p, Outcome.COMPLETED)
+    assert not _waiting(engine, models, child)
