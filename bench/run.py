@@ -350,6 +350,8 @@ def run_adverse(runner: Any, a: argparse.Namespace, systems: list[str]) -> tuple
                                   unit=None, error=str(exc)[-2000:])
     text = (f"## adverse conditions: drain of {n:,} no-op jobs, default profile, terminal rows {terminal:,} "
             "(each ÷ the same repeat's clean drain)\n\n" + adverse.table(rows, systems, list(adverse.CONDITIONS)))
+    if adverse.size_table(rows):
+        text += "\nSizes of the queue and history tables (archived conditions):\n\n" + adverse.size_table(rows)
     return rows, text
 
 
