@@ -89,7 +89,7 @@ def _bulk(dsn: str, variant: str, n: int, chunk: int) -> None:
                 rows = NewJobColumns(ids=new_job_ids(len(r)), kinds=["noop"] * len(r),
                                      payloads=[{"seq": s} for s in r], priorities=[1] * len(r),
                                      dedup_keys=[None] * len(r))
-                _, params = _values(InsertParams(jobs=rows, notify_channel=queue.models.names.channel))
+                _, [params] = _values(InsertParams(jobs=rows, notify_channel=queue.models.names.channel))
                 chunks.append(compiled.construct_params({**params, "run_count": 0, "failure_count": 0}))
             start()
             for params in chunks:

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidPayload, UnsupportedIsolation
 from venturi_sa.models import JobBase, Models
 from venturi_sa.states import Outcome, Status
+from venturi_sa.storage import job_documents
 from venturi_sa.storage.faults import sqlstate
 from venturi_sa.storage.merge_targets import merge_target_exclusions
 
@@ -248,26 +249,6 @@ def _array(name: str, element: Any) -> Any:
     return sa.cast(sa.bindparam(name, type_=postgresql.ARRAY(sa.Text)), postgresql.ARRAY(element))
 
 
-_DUMPS = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps, compact
-_NEW_JOB_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("id", sa.Text), ("kind", sa.Text), ("payload", None), ("priority", sa.SmallInteger), ("dedup_key", sa.Text))
-"""The values of one new job in the ``jobs`` document, in order (``payload`` is taken as JSON, not as text)."""
-
-
-def _new_job_rows() -> Any:
-    """The ``jobs`` parameter, ``[[id, kind, payload, priority, dedup_key], ...]``, as rows of those columns.
-
-    One text parameter, not one array per column: the driver quotes one
-    string instead of every value of five arrays, and each payload is
-    written once, inside the document, instead of as a string of its own.
-    """
-    document = sa.cast(sa.bindparam("jobs", type_=sa.Text), postgresql.JSONB)
-    element = sa.func.jsonb_array_elements(document).table_valued(
-        sa.column("value", postgresql.JSONB)).render_derived(name="new_job").c.value
-    return [(element[i] if type_ is None else sa.cast(element[i].astext, type_)).label(name)
-            for i, (name, type_) in enumerate(_NEW_JOB_COLUMNS)]
-
-
 def _insert(models: Models) -> Any:
     """``INSERT ... SELECT FROM jsonb_array_elements(document)``, without ``RETURNING``.
 
@@ -282,7 +263,7 @@ def _insert(models: Models) -> Any:
         run_at = sa.bindparam("run_at", type_=sa.DateTime(timezone=True))
         delay = sa.bindparam("delay", type_=sa.Interval)
         source = sa.select(
-            *_new_job_rows(), sa.literal(Status.PENDING.value), enqueue_time(), visible_time(run_at, delay),
+            *job_documents.as_rows(), sa.literal(Status.PENDING.value), enqueue_time(), visible_time(run_at, delay),
         ).where(sends >= 0)
         columns = ["id", "kind", "payload", "priority", "dedup_key", "status", "created_at", "visible_at"]
         _INSERTS[key] = sa.insert(models.jobs_table).from_select(columns, source)
@@ -326,24 +307,25 @@ def _insert_one_returning_job(models: Models, notify: bool) -> Any:
     return _INSERTS[key]
 
 
-def _values(params: InsertParams) -> tuple[list[str], dict[str, Any]]:
-    """The ids in order and the bind values of :func:`_insert` for ``params``."""
+def _values(params: InsertParams) -> tuple[list[str], list[dict[str, Any]]]:
+    """The ids in order and the bind values of each :func:`_insert` that writes ``params`` (one, unless huge)."""
     cols = params.jobs if isinstance(params.jobs, NewJobColumns) else NewJobColumns.of(params.jobs)
     ids = list(cols.ids)
     rows = list(zip(ids, cols.kinds, cols.payloads, cols.priorities, cols.dedup_keys, strict=True))
-    return ids, {
-        "jobs": _DUMPS(rows),
+    common = {
         "notify_kinds": sorted(set(cols.kinds)) if params.notify_channel else [],
         "channel": params.notify_channel or "",
         "run_at": params.run_at,
         "delay": params.delay or timedelta(0),
     }
+    return ids, [{"jobs": document, **common} for document in job_documents.documents(rows)]
 
 
 def insert_jobs(models: Models, session: Session, params: InsertParams) -> list[JobBase]:
     """Insert ``params.jobs`` in one round trip; return them, in order, as ``Job`` objects of ``session``.
 
-    The rows take their times from the database clock (see :class:`InsertParams`).
+    The rows take their times from the database clock (see :class:`InsertParams`);
+    a batch of huge payloads takes one round trip per part (``job_documents.documents``).
     """
     if not isinstance(params.jobs, NewJobColumns) and len(params.jobs) == 1:
         [new] = params.jobs
@@ -354,10 +336,12 @@ def insert_jobs(models: Models, session: Session, params: InsertParams) -> list[
         session.flush()  # the session's own pending changes, outside the guard: their errors are theirs
         with _guarded("the new job"):
             return list(session.scalars(_insert_one_returning_job(models, bool(params.notify_channel)), one))
-    ids, values = _values(params)
+    ids, statements = _values(params)
     session.flush()
+    by_id: dict[str, JobBase] = {}
     with _guarded("the new jobs"):
-        by_id = {job.id: job for job in session.scalars(_insert_returning_jobs(models), values)}
+        for values in statements:
+            by_id.update((job.id, job) for job in session.scalars(_insert_returning_jobs(models), values))
     return [by_id[job_id] for job_id in ids]
 
 
@@ -366,13 +350,16 @@ def insert_rows(models: Models, session: Session, params: InsertParams) -> None:
 
     The same statement as :func:`insert_jobs` without ``RETURNING``: no
     ``Job`` object is built, the session's identity map is untouched and
-    nothing pending in the session is flushed.  It runs in the session's transaction, so the
+    nothing pending in the session is flushed (a batch of huge payloads takes one round
+    trip per part, as there).  It runs in the session's transaction, so the
     caller's commit publishes the rows and its ``NOTIFY``; rollback discards both.
     """
-    _, values = _values(params)
+    _, statements = _values(params)
     # The session's connection, not session.execute: a Core statement there would autoflush.
+    connection = session.connection(bind_arguments={"mapper": sa.inspect(models.Job)})
     with _guarded("the new jobs"):
-        session.connection(bind_arguments={"mapper": sa.inspect(models.Job)}).execute(_insert(models), values)
+        for values in statements:
+            connection.execute(_insert(models), values)
 
 
 __all__ = [

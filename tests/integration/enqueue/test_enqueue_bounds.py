@@ -195,6 +195,25 @@ def test_bulk_enqueues_store_every_value_exactly(engine: sa.Engine, models: Any)
     assert queue.get_job(engine, jobs[-1]).dedup_key == odd
 
 
+def test_a_bulk_enqueue_over_the_document_bound_goes_in_parts(engine: sa.Engine, models: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jsonb value holds 256 MiB: a batch whose document would be longer is sent in parts, all in order."""
+    from venturi_sa.storage import job_documents
+
+    queue = Queue(models, [Store])
+    monkeypatch.setattr(job_documents, "MAX_DOCUMENT_CHARS", 300)
+    data = [f"payload {i:03} " + "x" * 40 for i in range(12)]
+    rows = [[f"id{i}", "store", {"data": d}, 1, None] for i, d in enumerate(data)]
+    documents = job_documents.documents([tuple(r) for r in rows])
+    assert len(documents) > 2 and all(len(d) <= 300 for d in documents), documents
+    assert [row for d in documents for row in json.loads(d)] == rows
+    with Session(engine) as session, session.begin():
+        ids = queue.enqueue_many(session, [Store(data=d) for d in data], ids_only=True)
+        jobs = [j.id for j in queue.enqueue_many(session, [Store(data=d) for d in data])]
+    for got in (ids, jobs):
+        assert [queue.get_job(engine, i).payload for i in got] == [{"data": d} for d in data]
+
+
 def test_jsonb_keeps_long_integers_but_python_json_cannot_read_them_back(engine: sa.Engine) -> None:
     """Why integers stop at 64 bits: JSONB would keep 5000 digits, Python's json reader refuses them."""
     digits = "9" * 5000
