@@ -233,9 +233,10 @@ def worker(app: str, processes: int, **options: Any) -> None:
     the worker's hooks: then --dsn is optional), a Flask app with the
     venturi extension, or a function of no arguments returning one.
 
-    A database that is starting, stopping or unreachable is waited for,
-    up to --connect-timeout seconds; wrong credentials or an unknown
-    database fail at once.  SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
+    A database that is starting, stopping or unreachable, or a connection
+    dropped during the start-up schema check, is waited for and retried, up
+    to --connect-timeout seconds; wrong credentials or an unknown database
+    fail at once.  SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
     not migrated to this venturi's version.  With --processes N, a
