@@ -134,9 +134,19 @@ class HiddenSqlParameters(logging.Filter):
 def check_schema(engine: sa.Engine, prefix: str) -> None:
     """Raise a one-line :class:`CliError` unless queue ``prefix`` is reachable and at HEAD."""
     try:
-        alembic_venturi.check_current(engine, prefix)
+        require_schema(engine, prefix)
     except OperationalError as exc:
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
+
+
+def require_schema(engine: sa.Engine, prefix: str) -> None:
+    """Return if queue ``prefix`` is at HEAD; database errors are raised as they are (read-only).
+
+    ``SchemaNotMigrated`` if it is not; a one-line :class:`CliError` naming
+    the queues of the database when the prefix was defaulted and names none.
+    """
+    try:
+        alembic_venturi.check_current(engine, prefix)
     except SchemaNotMigrated:
         ctx = click.get_current_context(silent=True)
         if ctx is None or not ctx.meta.get(DEFAULTED_META) or _exists(engine, prefix):

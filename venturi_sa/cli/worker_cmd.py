@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError
 
-from venturi_sa.cli.connect import NO_DSN, HiddenSqlParameters, check_schema, make_engine, normalize_dsn, shown
+from venturi_sa.cli.connect import NO_DSN, HiddenSqlParameters, make_engine, normalize_dsn, require_schema, shown
 from venturi_sa.cli.failures import CliError, CliUsageError, first_line
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
@@ -84,15 +84,16 @@ def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency:
                connect_timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
     """``--dsn`` (or ``VENTURI_DSN``) if given, else the app's engine; reached, and checked to be migrated.
 
-    A server that is starting, stopping or unreachable is waited for (logged
-    once) for at most ``connect_timeout`` seconds; then, or at once for any
-    other failure (wrong credentials, an unknown database), one-line ``CliError``.
+    A server that is starting, stopping or unreachable, or a transient error
+    during the schema check (its connection dropped), is waited for and the
+    check retried (logged once) for at most ``connect_timeout`` seconds; then,
+    or at once for any other failure (wrong credentials, an unknown database),
+    one-line ``CliError``; an unmigrated queue raises ``SchemaNotMigrated``.
     """
     if dsn:
         engine = make_engine(normalize_dsn(dsn), concurrency)
         try:
-            reach(engine, connect_timeout)
-            check_schema(engine, prefix)
+            reach(engine, prefix, connect_timeout)
             yield engine
         finally:
             engine.dispose()
@@ -104,18 +105,24 @@ def engine_for(worker_app: WorkerApp, dsn: str | None, prefix: str, concurrency:
     if app_engine is None:
         raise CliError(NO_DSN + " (or give APP an engine: venturi_sa.WorkerApp(queue, engine=...))")
     sync_engine = app_engine if isinstance(app_engine, Engine) else app_engine.sync_engine
-    reach(sync_engine, connect_timeout)
-    check_schema(sync_engine, prefix)
+    reach(sync_engine, prefix, connect_timeout)
     yield app_engine
 
 
-def reach(engine: Engine, connect_timeout: float) -> None:
-    """Connect once, waiting up to ``connect_timeout`` s for an unavailable server; one-line ``CliError`` if not."""
+def reach(engine: Engine, prefix: str, connect_timeout: float) -> None:
+    """Connect and check queue ``prefix``'s schema as one start-up step, retried within ``connect_timeout`` s.
+
+    The whole step is retried (:func:`wait_for_database`), not only the
+    first connection: a connection dropped during the schema check is tried
+    again.  One-line ``CliError`` if the server stays unavailable or the
+    connection fails otherwise; other database errors and ``SchemaNotMigrated``
+    are raised as they are.
+    """
     try:
-        wait_for_database(lambda: engine.connect().close(), timeout=connect_timeout)
+        wait_for_database(lambda: require_schema(engine, prefix), timeout=connect_timeout)
     except DatabaseUnavailable as exc:
         raise CliError(f"cannot connect to {shown(engine.url)}: {exc}") from None
-    except SQLAlchemyError as exc:
+    except OperationalError as exc:
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
 
 
@@ -226,9 +233,10 @@ def worker(app: str, processes: int, **options: Any) -> None:
     the worker's hooks: then --dsn is optional), a Flask app with the
     venturi extension, or a function of no arguments returning one.
 
-    A database that is starting, stopping or unreachable is waited for,
-    up to --connect-timeout seconds; wrong credentials or an unknown
-    database fail at once.  SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
+    A database that is starting, stopping or unreachable, or a connection
+    dropped during the start-up schema check, is waited for and retried, up
+    to --connect-timeout seconds; wrong credentials or an unknown database
+    fail at once.  SIGTERM or SIGINT stops claiming and gives running jobs --grace seconds;
     a second signal stops at once.  Jobs still running are released back to
     pending (no failure counted).  Refuses to start if the queue's tables are
     not migrated to this venturi's version.  With --processes N, a

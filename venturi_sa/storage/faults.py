@@ -5,9 +5,12 @@ broke, the server is restarting, a lock or a deadlock got in the way, a
 privilege was briefly missing.  Retrying the same write later may succeed.
 Anything else (a data or programming error) will fail again the same way.
 
-An *unavailable* server (:func:`is_unavailable`) is the narrower case a
-starting worker waits for: the server is starting, stopping or cannot be
-reached.  Wrong credentials or an unknown database are not: no wait fixes them.
+An *unavailable* server (:func:`is_unavailable`) is the narrower case: the
+server is starting, stopping or cannot be reached.  Wrong credentials or an
+unknown database are not: no wait fixes them.  A starting worker waits
+(:func:`is_retryable_at_start`) for an unavailable server and for a transient
+error under any of its start-up statements (a dropped connection during the
+schema check), not for a missing privilege.
 """
 
 from __future__ import annotations
@@ -78,10 +81,41 @@ def is_unavailable(error: BaseException) -> bool:
     orig = getattr(error, "orig", None) or error
     if isinstance(orig, OSError) or isinstance(orig.__cause__, OSError):
         return True
-    message = " ".join(str(orig).lower().split())
-    if any(words in message for words in _REFUSED_ON_PURPOSE):
+    if _refused_on_purpose(error):
         return False
-    return any(words in message for words in _UNAVAILABLE_WORDING)
+    return any(words in _message(error) for words in _UNAVAILABLE_WORDING)
+
+
+def is_retryable_at_start(error: BaseException) -> bool:
+    """True if a starting worker should wait and try again (the start-up wait), whatever step it was at.
+
+    The server is unavailable (:func:`is_unavailable`), or a transient error
+    hit one of start-up's statements: its connection was dropped (SQLAlchemy
+    saw it invalidated), a lock timeout, a deadlock or a serialization
+    failure got in the way, the statement was cancelled (SQLSTATE classes 08,
+    53, 57 and the codes of :func:`is_transient`).  Not a missing privilege
+    (42501: transient for a running worker, a configuration error at start),
+    nor wrong credentials, an unknown database, a schema or any other error:
+    no wait fixes those, and start fails at once with their message.
+    """
+    if is_unavailable(error):
+        return True
+    code = sqlstate(error)
+    if code is None:  # no SQLSTATE: only a connection dropped under a statement, not a connect refused
+        return (isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+                and not _refused_on_purpose(error))
+    return code != "42501" and (code in _TRANSIENT_CODES or code[:2] in _TRANSIENT_CLASSES)
+
+
+def _message(error: BaseException) -> str:
+    """The driver's message, lower case, whitespace folded."""
+    return " ".join(str(getattr(error, "orig", None) or error).lower().split())
+
+
+def _refused_on_purpose(error: BaseException) -> bool:
+    """True if libpq's message says the server refused the connection on purpose (credentials, database)."""
+    message = _message(error)
+    return any(words in message for words in _REFUSED_ON_PURPOSE)
 
 
 def is_undefined_table(error: BaseException) -> bool:

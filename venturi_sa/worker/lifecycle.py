@@ -1,10 +1,13 @@
 """Starting and stopping a worker: schema check, threads, signals, drain, release, joins.
 
 Start refuses an unmigrated queue (``SchemaNotMigrated``) before any thread
-exists.  A server that is starting, stopping or unreachable at start is
-waited for, for at most the worker's ``connect_timeout``
-(:func:`wait_for_database`); wrong credentials or an unknown database raise
-at once.  Stop: no new claims; running jobs get the grace period; then every
+exists.  A server that is starting, stopping or unreachable at start, or a
+transient error during the schema check (its connection dropped, a lock
+timeout), is waited for and retried, for at most the worker's
+``connect_timeout`` (:func:`wait_for_database`); wrong credentials, an unknown
+database or a schema problem raise at once.  Everything after the check
+retries on its own (the claim loop, the lease keeper, the schedules'
+reconcile in the firer).  Stop: no new claims; running jobs get the grace period; then every
 run still queued or running is released (``released``, no failure counted;
 a queued run's handler never starts; a running ``async def`` handler is
 cancelled and waited for before its release is written), every outcome
@@ -28,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import alembic_venturi
 from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import VenturiError
-from venturi_sa.storage.faults import is_unavailable
+from venturi_sa.storage.faults import is_retryable_at_start, is_unavailable
 from venturi_sa.worker.completer import Completer
 from venturi_sa.worker.connections import Connections
 from venturi_sa.worker.executor_threads import Executors
@@ -47,7 +50,7 @@ T = TypeVar("T")
 
 
 class DatabaseUnavailable(VenturiError):
-    """The server stayed unavailable (starting, stopping, unreachable) for the whole start-up wait."""
+    """Start-up kept failing for the whole start-up wait: the server stayed unavailable, or transient errors went on."""
 
 
 def error_line(exc: BaseException) -> str:
@@ -58,15 +61,18 @@ def error_line(exc: BaseException) -> str:
 
 def wait_for_database(attempt: Callable[[], T], *, timeout: float, stopping: threading.Event | None = None,
                       max_backoff: float = 5.0) -> T | None:
-    """``attempt()``, retried while it fails because the server is unavailable; its result.
+    """``attempt()``, retried while it fails on an unavailable server or a transient error; its result.
 
-    An error that says the server is starting, stopping or unreachable
-    (:func:`~venturi_sa.storage.faults.is_unavailable`) is logged once at
-    ERROR and retried with a backoff from 0.25 s doubling up to
-    ``max_backoff``; after ``timeout`` seconds ``DatabaseUnavailable`` (from
-    the last error) is raised.  Any other error (wrong credentials, an
-    unknown database) is raised at once.  None if ``stopping`` was set while
-    waiting.
+    An error that says the server is starting, stopping or unreachable, or a
+    transient one under a statement of ``attempt`` (a dropped connection, a
+    lock timeout, a deadlock:
+    :func:`~venturi_sa.storage.faults.is_retryable_at_start`) is logged once
+    at ERROR and ``attempt`` is retried with a backoff from 0.25 s doubling
+    up to ``max_backoff``; after ``timeout`` seconds ``DatabaseUnavailable``
+    (from the last error) is raised.  Any other error (wrong credentials, an
+    unknown database, a missing privilege) is raised at once, as is anything
+    that is not a database error (``SchemaNotMigrated``).  None if
+    ``stopping`` was set while waiting.
     """
     stopping = stopping if stopping is not None else threading.Event()
     deadline, delay, logged = time.monotonic() + timeout, 0.25, False
@@ -74,15 +80,20 @@ def wait_for_database(attempt: Callable[[], T], *, timeout: float, stopping: thr
         try:
             return attempt()
         except SQLAlchemyError as exc:
-            if not is_unavailable(exc):
+            if not is_retryable_at_start(exc):
                 raise
+            unavailable = is_unavailable(exc)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise DatabaseUnavailable(f"the database is still unavailable after {timeout:g}s: "
-                                          f"{error_line(exc)}") from exc
+                what = "the database is still unavailable" if unavailable else "start-up still fails"
+                raise DatabaseUnavailable(f"{what} after {timeout:g}s: {error_line(exc)}") from exc
             if not logged:
-                logger.error("cannot reach the database at start (%s); waiting up to %gs for it",
-                             error_line(exc), timeout)
+                if unavailable:
+                    logger.error("cannot reach the database at start (%s); waiting up to %gs for it",
+                                 error_line(exc), timeout)
+                else:
+                    logger.error("a transient database error at start (%s); trying again, waiting up to %gs",
+                                 error_line(exc), timeout)
                 logged = True
         if stopping.wait(min(delay, max(left, 0.0))):
             return None
@@ -93,10 +104,11 @@ def check_schema(conns: Connections, prefix: str, stopping: threading.Event, max
                  connect_timeout: float = CONNECT_TIMEOUT) -> bool:
     """Raise ``SchemaNotMigrated`` unless queue ``prefix``'s tables are at this venturi's head.
 
-    While the server is starting, stopping or unreachable, waits for it
-    (:func:`wait_for_database`: logged once, at most ``connect_timeout``
-    seconds, then ``DatabaseUnavailable``); any other database error is
-    raised at once.  Returns False if ``stopping`` was set meanwhile.
+    While the server is starting, stopping or unreachable, or when a
+    transient error drops the check (its connection terminated, a lock
+    timeout), waits and checks again (:func:`wait_for_database`: logged once,
+    at most ``connect_timeout`` seconds, then ``DatabaseUnavailable``); any
+    other database error is raised at once.  Returns False if ``stopping`` was set meanwhile.
     """
     def check() -> bool:
         conns.connect(lambda conn: alembic_venturi.check_current(conn, prefix))

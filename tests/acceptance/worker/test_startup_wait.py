@@ -1,5 +1,8 @@
 """Issue 23, defect 7: ``venturi worker`` started while PostgreSQL stops or starts waits for it.
 
+Defect 13: the wait covers the whole start-up step, not only the first
+connection: a connection dropped during the schema check is retried.
+
 The module has its own cluster (it is stopped and restarted).  A smart
 shutdown held open by one idle session keeps the server refusing new
 connections with "the database system is shutting down" (SQLSTATE 57P03)
@@ -159,6 +162,49 @@ def test_a_worker_started_while_the_server_shuts_down_waits_then_drains(
             cluster.pg_ctl("start")
         if worker is not None:
             worker.close()
+
+
+def waiting_for(db: sa.Engine, table: str) -> int | None:
+    """The pid of a backend waiting for a lock on ``table`` (None if there is none)."""
+    with db.connect() as conn:
+        return conn.execute(sa.text("SELECT pid FROM pg_locks WHERE relation = CAST(:t AS regclass) "
+                                    "AND NOT granted ORDER BY pid LIMIT 1"), {"t": table}).scalar()
+
+
+# Defect 13: the start-up wait covered only the first connection; a connection dropped during the schema
+# check made `venturi worker` exit 1.
+def test_a_connection_dropped_during_the_schema_check_is_retried(db: sa.Engine, prefix: str) -> None:
+    queue = Queue(make_models(prefix))
+    whoami = queue.task("whoami")(lambda payload, ctx: None)
+    with Session(db) as session, session.begin():
+        for _ in range(3):
+            queue.enqueue(session, whoami())
+    table = f"{prefix}_alembic_version"
+    holder = db.connect()
+    holder.begin()
+    holder.exec_driver_sql(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # the schema check waits behind it
+    worker = Started(db.url.render_as_string(hide_password=False), prefix)
+    try:
+        for attempt in range(2):  # the check, then its retry: each backend terminated while it waits
+            pid = wait_until(lambda: waiting_for(db, table) or worker.proc.poll() is not None, 30,
+                             f"schema check {attempt + 1} to wait for the lock, or the worker to exit")
+            assert worker.proc.poll() is None, f"the worker exited: {worker.log()}"
+            with db.connect() as conn:
+                assert conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+        holder.rollback()
+        wait_until(lambda: statuses(db, prefix) == ["completed"] * 3 or worker.proc.poll() is not None, 60,
+                   "the worker to drain the queue, or to exit")
+        assert worker.proc.poll() is None, f"the worker exited: {worker.log()}"
+        worker.proc.send_signal(signal.SIGTERM)
+        lines = worker.finish()
+        assert worker.proc.returncode == 0, lines
+        assert statuses(db, prefix) == ["completed"] * 3
+        waits = [line for line in lines if WAITING in line]
+        assert len(waits) == 1, f"the wait was logged {len(waits)} times: {lines}"
+        assert any(words in waits[0] for words in ("closed the connection", "terminating connection")), waits[0]
+    finally:
+        holder.close()
+        worker.close()
 
 
 def test_the_wait_is_bounded_by_connect_timeout(cluster: ThrowawayCluster, db: sa.Engine, prefix: str) -> None:

@@ -1,4 +1,7 @@
-"""Defect 11: a worker on an unmigrated (or older) schema raises SchemaNotMigrated promptly."""
+"""Defect 11: a worker on an unmigrated (or older) schema raises SchemaNotMigrated promptly.
+
+Defect 13: a transient error of the schema check is retried within the start-up wait.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 from support.probes import Background
+from support.waiting import WAIT, wait_until
 
 import alembic_venturi
 from venturi_sa import JobContext, Queue, Task, Worker, make_models
@@ -66,3 +71,33 @@ def _call(fn: Any) -> Any:
         return fn()
     except BaseException as exc:  # noqa: BLE001 - the test inspects it
         return exc
+
+
+# Defect 13: only an unavailable server was waited for at start; any other transient error of the schema
+# check (here a lock timeout) ended run() at once.
+def test_a_transient_error_of_the_schema_check_is_retried(engine: sa.Engine, models: Any,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    queue = Queue(models, [Ping])
+    with Session(engine) as session, session.begin():
+        job_id = queue.enqueue(session, Ping()).id
+    timing_out = sa.create_engine(engine.url, connect_args={"options": "-c timezone=UTC -c lock_timeout=100"})
+    holder = engine.connect()
+    holder.begin()
+    holder.exec_driver_sql(f"LOCK TABLE {models.names.version_table} IN ACCESS EXCLUSIVE MODE")
+    bg = Background(Worker(queue, timing_out, poll_interval=0.2, listen=False)).start()
+    try:
+        wait_until(lambda: not bg.thread.is_alive() or any(
+            "transient database error at start" in r.getMessage() for r in caplog.records), WAIT,
+            "the worker to log that its schema check is retried, or to end")
+        assert not bg.errors, f"run() ended with {bg.errors!r}"
+        assert queue.get_job(engine, job_id).status == "pending"  # not started: still in the schema check
+        holder.rollback()
+        wait_until(lambda: queue.get_job(engine, job_id).status == "completed", WAIT, "the job to be run")
+    finally:
+        holder.close()
+        if bg.thread.is_alive():
+            bg.stop()
+        timing_out.dispose()
+    assert not bg.errors, f"run() ended with {bg.errors!r}"
+    [line] = [r.getMessage() for r in caplog.records if "at start" in r.getMessage()]
+    assert "lock timeout" in line, line
