@@ -53,7 +53,7 @@ plugin runs it, and ``"~alembic.autogenerate.venturi"`` in the list leaves it ou
 """
 
 # A child of Alembic's own logger, so that the logging set-up of alembic.ini (and Flask-Migrate's)
-# prints these lines beside Alembic's "Detected removed table ...".
+# prints the routine lines beside Alembic's "Detected removed table ..."; a warning is printed.
 log = logging.getLogger("alembic.autogenerate.venturi")
 
 
@@ -72,14 +72,15 @@ class Queue:
         listed = ", ".join(self.kept)
         if self.own_migrations:
             return logging.INFO, (
-                f"venturi: not dropping queue {self.prefix!r}'s {listed}: venturi's own migrations manage "
-                f"them ({names.version_table} exists)")
+                f"venturi: not dropping the tables of queue {self.prefix!r} ({listed}): venturi's own "
+                f"migrations manage them ({names.version_table} exists)")
         if all(table.startswith(f"{names.archive}_") for table in self.kept):
             return logging.INFO, (
                 f"venturi: not dropping {listed}: the day partitions of {names.archive}, which venturi's "
                 "workers attach and its cleanup drops")
         return logging.WARNING, (
-            f"venturi: not dropping queue {self.prefix!r}'s {listed}: they are in the database but not in "
+            f"venturi: not dropping the tables of queue {self.prefix!r} ({listed}): they are in the database "
+            "but not in "
             f"target_metadata, and there is no {names.version_table} table (so your own migrations manage "
             f"them). env.py does not import the module that calls make_models({self.prefix!r}, ...): import "
             "it there, or the next venturi schema change will not reach your migrations "
@@ -118,6 +119,7 @@ def keep_venturi_tables(autogen_context: AutogenContext, upgrade_ops: UpgradeOps
                         schemas: set[str | None]) -> None:
     """The comparator: remove the drops of venturi's tables from ``upgrade_ops``, and say so."""
     from alembic.operations.ops import DropTableOp, ModifyTableOps
+    from alembic.util import msg
 
     by_schema: dict[str | None, set[str]] = {}
     for op in upgrade_ops.ops:
@@ -135,7 +137,10 @@ def keep_venturi_tables(autogen_context: AutogenContext, upgrade_ops: UpgradeOps
 
         for queue in find_queues(dropped, present, indexes_of):
             level, line = queue.message()
-            log.log(level, line)
+            if level >= logging.WARNING:  # printed like "Generating ...", whatever the logging set-up
+                msg(f"  WARNING {line}")
+            else:
+                log.log(level, line)
             kept.update((schema, table) for table in queue.kept)
     upgrade_ops.ops = [
         op for op in upgrade_ops.ops
