@@ -9,13 +9,17 @@ Two ways in (see ``docs/migrations.md``):
   project's migrations created (:data:`APP_MANAGED`) over to them.
 * the project's Alembic: ``venturi_sa.make_models(prefix, Base)`` puts the
   tables in the project's ``MetaData`` for autogenerate, or
-  :func:`exclude_venturi` keeps autogenerate away from them.
+  :func:`exclude_venturi` keeps autogenerate away from them.  Whatever
+  ``env.py`` says, autogenerate never drops a queue's tables
+  (:mod:`alembic_venturi.autogenerate_guard`, an Alembic plugin on 1.18+,
+  :func:`guard_autogenerate` on older Alembic).
 
 Workers and the CLI call :func:`check_current` before touching a queue.
 """
 
 from __future__ import annotations
 
+from alembic_venturi.autogenerate_guard import guard_autogenerate
 from alembic_venturi.filters import VenturiFilter, archive_partitions, exclude_venturi
 from alembic_venturi.runner import (
     APP_MANAGED,
@@ -44,6 +48,7 @@ __all__ = [
     "current",
     "downgrade",
     "exclude_venturi",
+    "guard_autogenerate",
     "lock_key",
     "offline_sql",
     "stamp",

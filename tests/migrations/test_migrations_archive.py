@@ -1,7 +1,7 @@
 """Migration v9 (the archive): its table equals the mapped class, every derived name fits the prefix limit,
 it leaves the other tables' catalogs alone, its down migration removes it with its partitions and resets
-the jobs table's storage parameters, and a project's own Alembic sees the archive's partitions only
-through ``alembic_venturi.archive_partitions``."""
+the jobs table's storage parameters, and a project's own Alembic drops none of the archive's partitions,
+neither with ``alembic_venturi.archive_partitions`` nor without it (venturi's Alembic plugin)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ venturi = archive_partitions("shop")
 '''
 
 
-def test_autogenerate_with_partitions_attached_is_a_no_op_with_the_partition_filter(
+def test_autogenerate_with_partitions_attached_is_a_no_op_with_or_without_the_partition_filter(
         tmp_path: Path, fresh_db_url: str) -> None:
     """A project's own Alembic (make_models): partitions attached at run time are not the project's."""
     project = Project(tmp_path, fresh_db_url, with_models=True, with_filter=False)
@@ -91,8 +91,8 @@ def test_autogenerate_with_partitions_attached_is_a_no_op_with_the_partition_fil
             made = archive.ensure_partitions(make_models("shop"), session)
     finally:
         engine.dispose()
-    unfiltered = project.autogenerate("partitions seen")
-    assert f"op.drop_table('{made[0]}')" in unfiltered  # the trap the filter avoids
+    assert made
+    assert operations(project.autogenerate("partitions seen")) == []  # venturi's Alembic plugin
     for path in (tmp_path / "migrations" / "versions").glob("*partitions_seen*.py"):
         path.unlink()
     env = tmp_path / "migrations" / "env.py"

@@ -53,3 +53,20 @@ def test_sqlmodel_autogenerate_creates_the_seed_schema_then_finds_nothing(
     finally:
         engine.dispose()
     assert operations(project.autogenerate("nothing changed")) == []
+
+
+def test_sqlmodel_autogenerate_drops_no_partition_and_no_forgotten_queue(tmp_path: Path, fresh_db_url: str) -> None:
+    """venturi's Alembic plugin: attached partitions, then an env.py that no longer imports the queue."""
+    from test_migrations_no_drops import attach_partitions
+
+    project = Project(tmp_path, fresh_db_url, with_models=False, with_filter=False)
+    (tmp_path / "models.py").write_text(SQLMODEL_MODELS)
+    mako = tmp_path / "migrations" / "script.py.mako"
+    mako.write_text(mako.read_text().replace("import sqlalchemy as sa\n", "import sqlalchemy as sa\nimport sqlmodel\n"))
+    project.autogenerate("heroes and the shop queue")
+    project.alembic("upgrade", "head")
+    attach_partitions(fresh_db_url, "shop")
+    assert operations(project.autogenerate("partitions attached")) == []
+    project.alembic("upgrade", "head")
+    (tmp_path / "models.py").write_text(SQLMODEL_MODELS.replace('queue = make_models("shop", SQLModel)\n', ""))
+    assert operations(project.autogenerate("queue import forgotten")) == []
