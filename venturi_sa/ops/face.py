@@ -266,8 +266,9 @@ class Operations:
         caller's transaction (never commits; a rollback delivers nothing);
         with an ``Engine`` it is its own short transaction.  Raises
         ``SignalConflict`` (another payload under that name),
-        ``InvalidTransition`` (a terminal job, or its wait already timed
-        out) or ``JobNotFound``.  See :mod:`venturi_sa.ops.job_steps`.
+        ``InvalidTransition`` (a terminal job, or its wait timed out or
+        its deadline has come on the database clock: nothing written) or
+        ``JobNotFound``.  See :mod:`venturi_sa.ops.job_steps`.
         """
         return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes)
 

@@ -142,7 +142,8 @@ def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: A
         raise SignalConflict(f"job {job_id} already has signal {name!r} with another payload: the first "
                              "signal of a name wins; nothing was written")
     if result is SignalResult.TIMED_OUT:
-        raise InvalidTransition(f"cannot signal job {job_id}: its wait for {name!r} already timed out")
+        raise InvalidTransition(f"cannot signal job {job_id}: its wait for {name!r} timed out (its deadline "
+                                f"has come)")
     return Signalled(job_id, name, result.value)
 
 

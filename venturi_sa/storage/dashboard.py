@@ -244,15 +244,23 @@ class JobDetail:
     row: sa.Row[Any] | None
     journal: Sequence[sa.Row[Any]]
     now: datetime | None
+    on_parents: bool = False
+    """Whether it waits for unfinished parents (``after=``): its ``_waits`` count is above zero.
+
+    Not its ``visible_at``: ``'infinity'`` also marks a wait for a signal with no timeout."""
 
 
 def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
-    """The job view by primary key, then (if found) its journal through ``_journal_job`` and ``now()``."""
+    """The job view by primary key, then (if found) its journal through ``_journal_job``, ``now()`` and
+    whether it waits for parents (a primary-key probe of ``_waits``, in the ``now()`` statement)."""
     row = runner.execute(job_view_statement(models, job_id)).first()
     if row is None:
         return JobDetail(row=None, journal=(), now=None)
     journal = runner.execute(journal_statement(models, job_id)).all()
-    return JobDetail(row=row, journal=journal, now=runner.execute(_select(sa.func.now())).scalar_one())
+    waits = models.workflow.waits_table.c
+    on_parents = sa.exists().where(waits.job_id == job_id, waits.remaining > 0)
+    now, waiting = runner.execute(_select(sa.func.now(), on_parents)).one()
+    return JobDetail(row=row, journal=journal, now=now, on_parents=bool(waiting))
 
 
 # -- the jobs list's last errors ------------------------------------------------------

@@ -2,7 +2,9 @@
 
 A dependent (a job enqueued with ``after=[...]``) is ``pending`` with
 ``visible_at = 'infinity'`` while ``<prefix>_waits.remaining`` (its parents
-not yet counted as terminal) is above zero.  Every transaction that makes a
+not yet counted as terminal) is above zero.  The count, not the marker, says
+that a job waits for its parents: a job waiting for a signal with no timeout
+is at ``'infinity'`` too (with a count of zero if it has parents).  Every transaction that makes a
 job terminal calls :func:`settle` with the ids it ended, in that same
 transaction: one statement marks their ``<prefix>_parents`` rows done
 (found through the ``parent_id`` index first: an id without dependents
@@ -252,7 +254,7 @@ WITH affected AS MATERIALIZED (
     JOIN {waits} AS w ON w.job_id = p.job_id
     JOIN {jobs} AS c ON c.id = p.job_id
     WHERE p.parent_id = :parent AND p.done
-      AND ((c.status = 'pending' AND c.visible_at = 'infinity')
+      AND ((c.status = 'pending' AND c.visible_at = 'infinity' AND w.remaining > 0)
            OR (:with_dependents AND c.status = 'dead' AND w.killed_by = :parent))
     ORDER BY p.job_id
     FOR UPDATE OF w
@@ -290,6 +292,11 @@ WHERE j.id = :id AND j.status = 'pending' AND (SELECT o.remaining FROM own AS o)
 
 def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool = False) -> list[str]:
     """``parent`` is pending again (requeued): its waiting dependents count it as unfinished again.
+
+    A waiting dependent is one whose count of unfinished parents is above
+    zero, not any pending job at ``'infinity'``: a dependent released
+    earlier that now waits for a signal with no timeout has that
+    ``visible_at`` too, and is left as it is (it ran past its parents).
 
     If ``parent`` itself still has unfinished parents, it waits for them again.
 

@@ -26,6 +26,22 @@ def finish(models: Models, session: Runner, params: FinishParams) -> bool:
     return params.fence in finish_many(models, session, FinishManyParams(outcomes=[params]))
 
 
+def recorded(models: Models, session: Runner, params: FinishParams) -> Outcome:
+    """The outcome the fenced write of ``params`` recorded, read back in its transaction (its fence held).
+
+    ``params.outcome``, except ``dead`` where the run would have sent its job
+    back to ``pending`` (retried, paused, released) while a cancel request
+    for it was stored: the statement ended the job ``dead`` as cancelled
+    instead and owed its ``on_dead`` call.  Only such outcomes read the job
+    row (locked by the write, so nothing else has changed it since).
+    """
+    if OUTCOME_STATUS[params.outcome] is not Status.PENDING:
+        return params.outcome
+    job = models.jobs_table.c
+    status = session.execute(sa.select(job.status).where(job.id == params.fence.job_id)).scalar_one()
+    return Outcome.DEAD if status == Status.DEAD.value else params.outcome
+
+
 # The batch is one parameter: a JSON array with one array per outcome, its values in the order of
 # _BATCH_COLUMNS, read back positionally.  The statement text never changes with the batch size
 # (SQLAlchemy compiles it once, PostgreSQL sees one shape), and the client adapts one string

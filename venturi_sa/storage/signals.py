@@ -32,7 +32,7 @@ class SignalResult(enum.Enum):
     NOT_FOUND = "not found"
     TERMINAL = "terminal"
     CONFLICT = "conflict"  # another payload is stored under that name
-    TIMED_OUT = "timed out"  # the job's wait of that name timed out: too late
+    TIMED_OUT = "timed out"  # the job's wait of that name timed out, or its deadline has come: too late
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,9 @@ def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -
 
     The wake-up ``NOTIFY`` goes out with the caller's commit (a rollback
     sends nothing).  Nothing is written for a duplicate, a conflict, an
-    unknown or terminal job, or a wait that already timed out.
+    unknown or terminal job, or a wait that already timed out or whose
+    deadline has come on the database clock (at or after it; the next run
+    resolves that wait ``timeout`` even if no run has reached it since).
     """
     job = models.jobs_table.c
     row = runner.execute(sa.select(job.status, job.kind).where(job.id == job_id).with_for_update()).first()
@@ -70,9 +72,10 @@ def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -
         same = stored.payload == payload and json.dumps(stored.payload, sort_keys=True) == json.dumps(
             payload, sort_keys=True)
         return SignalOutcome(SignalResult.DUPLICATE if same else SignalResult.CONFLICT, row.status, row.kind)
-    wait = runner.execute(sa.select(c.resolution).where(c.job_id == job_id, c.name == name,
-                                                        c.entry == "wait")).first()
-    if wait is not None and wait.resolution == "timeout":
+    overdue = sa.func.coalesce(c.wake_at <= NOW(), False)  # its deadline has come, on the database clock
+    wait = runner.execute(sa.select(c.resolution, overdue.label("overdue")).where(
+        c.job_id == job_id, c.name == name, c.entry == "wait")).first()
+    if wait is not None and (wait.resolution == "timeout" or (wait.resolution is None and wait.overdue)):
         return SignalOutcome(SignalResult.TIMED_OUT, row.status, row.kind)
     runner.execute(sa.insert(models.signals_table).values(
         job_id=job_id, name=name, sent_at=NOW(),

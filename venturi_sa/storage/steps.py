@@ -142,8 +142,9 @@ def reach_wait(models: Models, runner: Runner, fence: Fence, name: str,
                timeout: timedelta | None) -> Reached | None:
     """Record wait ``name`` (deadline now + ``timeout``) unless recorded, and resolve it if it can be.
 
-    An open wait with a stored signal of its name is resolved ``signal``
-    (the payload becomes its result); one past its deadline ``timeout``.
+    An open wait with a signal of its name stored before its deadline is
+    resolved ``signal`` (the payload becomes its result); one at or past its
+    deadline without one ``timeout``.
     None if fenced out (nothing written).  The caller commits.
     """
     if not hold_fence(models, runner, fence):
@@ -152,7 +153,9 @@ def reach_wait(models: Models, runner: Runner, fence: Fence, name: str,
     runner.execute(_insert(models, {"job_id": fence.job_id, "name": name, "entry": "wait", "result": None,
                                     "run_no": fence.run_count, "started_at": NOW(), "wake_at": deadline}))
     c, s = models.steps_table.c, models.signals_table.c
-    signal = sa.select(s.payload).where(s.job_id == c.job_id, s.name == c.name)
+    # a signal counts only if it was sent before the deadline (queue.signal refuses a later one)
+    signal = sa.select(s.payload).where(s.job_id == c.job_id, s.name == c.name,
+                                        sa.or_(c.wake_at.is_(None), s.sent_at < c.wake_at))
     resolved = (sa.update(models.steps_table)
                 .where(c.job_id == fence.job_id, c.name == name, c.entry == "wait", c.resolution.is_(None))
                 .values(resolution=sa.case((sa.exists(signal), "signal"),

@@ -28,6 +28,7 @@ from venturi_sa.storage import claim as plain_claim
 from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage import harness, merge_timing
 from venturi_sa.storage.backend import backend_for
+from venturi_sa.storage.outcomes import recorded as recorded_outcome
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing import sleeps
 from venturi_sa.testing.handler_session import HandlerSession
@@ -111,9 +112,10 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     would (``run_count``, carry, fenced outcome, journal row), with
     ``ctx.session`` the test's session inside a savepoint (or, when that is
     not of the queue's ``session_class``, a session of that class on the
-    same connection, in a savepoint); the task's
-    outcome hook (``on_complete``/``on_retry``/``on_dead``) runs in the
-    session after the outcome is written; ``ctx.checkpoint()`` writes there
+    same connection, in a savepoint); the task's outcome hook of the
+    outcome recorded (``on_complete``/``on_retry``/``on_dead``; none where a
+    stored cancel made a retry ``dead``: that ``on_dead`` is owed, as from a
+    worker) runs in the session after the outcome is written; ``ctx.checkpoint()`` writes there
     too.  Nothing is committed, so it all rolls back with the test.
 
     ``kinds`` limits the run to some kinds.  ``with_scheduled`` also runs
@@ -240,10 +242,11 @@ def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool)
     if params.fence not in held:
         raise DrainError(f"job {job.id} run {job.run_count} is no longer claimed, so its outcome "
                          f"({params.outcome.value}) was not recorded: did the handler roll back ctx.session?")
-    hook = hook_call(run, params)
+    recorded = recorded_outcome(queue.models, session, params)  # a stored cancel may have made it dead
+    hook = hook_call(run, params, recorded)
     if hook is not None:
         hook(session)  # Task.on_complete/on_retry/on_dead, in the transaction recording the outcome
-    return DrainedRun(job_id=job.id, kind=job.kind, run_no=job.run_count, outcome=params.outcome, note=params.note)
+    return DrainedRun(job_id=job.id, kind=job.kind, run_no=job.run_count, outcome=recorded, note=params.note)
 
 
 __all__ = ["DrainError", "DrainResult", "DrainedRun", "drain", "live_clock", "run_pass"]

@@ -215,6 +215,8 @@ class Detail:
     """The job with the schedule fire that inserted it and its own time limit (one statement)."""
     runs: list[Run]
     now: datetime
+    on_parents: bool = False
+    """Waits for unfinished parents (its dependency count, not its ``'infinity'`` ``visible_at``)."""
     reason: str = ""
     why: tuple[str, ...] = ()
     """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
@@ -236,8 +238,10 @@ def _reason(detail: Detail) -> str:
     job, now, runs = detail.job, detail.now, detail.runs
     if job.status == "pending":
         waiting = detail.waiting_for
-        if waiting is not None and job.visible_at.year >= 9999:  # 'infinity': waits for its parents
+        if waiting is not None and detail.on_parents:
             return "waiting for its parents (listed below) to end"
+        if waiting is not None and job.visible_at.year >= 9999:  # 'infinity' without parents: a signal wait
+            return "waiting for a signal, with no timeout (paused by its handler)"
         if waiting is not None:
             why = WAITS.get(waiting, "scheduled")
             return f"not eligible until {job.visible_at:%Y-%m-%d %H:%M:%S %Z} ({why})"
@@ -269,7 +273,7 @@ def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
         entry = JournalInfo(**r._mapping)
         runs.append(Run(entry=entry, since_previous=entry.recorded_at - previous))
         previous = entry.recorded_at
-    found_detail = Detail(job=job, runs=runs, now=now)
+    found_detail = Detail(job=job, runs=runs, now=now, on_parents=found.on_parents)
     return replace(found_detail, reason=_reason(found_detail))
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from venturi_sa.states import Outcome
+from venturi_sa.storage import outcomes as outcome_store
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
@@ -177,14 +178,15 @@ class Completer:
         except SQLAlchemyError as exc:
             return self._session_failed(session, run, exc, "flush", may_rerun)
         try:
-            ok = retrying(lambda: session.call(lambda s: self._fenced_in_savepoint(s, params)),
-                          until=self.retry_for([run]), what=f"recording job {run.job.id}", abort=self.abort,
-                          gave_up=lambda: run.ctx.lease_lost, retryable=_savepoint_can_retry)
-            if not ok:
+            recorded = retrying(lambda: session.call(lambda s: self._fenced_in_savepoint(s, params)),
+                                until=self.retry_for([run]), what=f"recording job {run.job.id}",
+                                abort=self.abort, gave_up=lambda: run.ctx.lease_lost,
+                                retryable=_savepoint_can_retry)
+            if recorded is None:
                 session.call(Session.rollback)
                 log_lost(run, params)
                 return False
-            hook = hook_call(run, params)
+            hook = hook_call(run, params, recorded)
             if hook is not None and not self._hooked(session, run, hook):
                 close_quietly(session)  # the outcome and the handler's work roll back; no hook runs again
                 return Refused(f"{run.hook_error}; the outcome and its session work were rolled back")
@@ -208,22 +210,27 @@ class Completer:
             run.hook_error = f"{type(run.task).__name__}.{hook_name(run)} raised {exception_note(exc)}"
             return False
 
-    def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> bool:
+    def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> Outcome | None:
         """The fenced outcome statement inside a Core savepoint of the session's connection.
 
-        A Core savepoint, not ``session.begin_nested()``: the application's
-        own session event hooks (``before_commit``/``after_commit``) must
-        fire once, at the real commit, not at a savepoint release.
+        Returns the outcome it recorded (which decides the hook), or None if
+        the fence failed.  A Core savepoint, not ``session.begin_nested()``:
+        the application's own session event hooks (``before_commit``/
+        ``after_commit``) must fire once, at the real commit, not at a
+        savepoint release.
         """
         conn = session.connection()
         savepoint = conn.begin_nested()
         try:
-            ok = params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))
+            recorded: Outcome | None = None
+            if params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params])):
+                models = getattr(self.backend, "models", None)  # the PostgreSQL backend's
+                recorded = params.outcome if models is None else outcome_store.recorded(models, conn, params)
         except BaseException:
             savepoint.rollback()
             raise
         savepoint.commit()
-        return ok
+        return recorded
 
     def _session_failed(self, session: RunSession, run: Run, exc: SQLAlchemyError, step: str,
                         may_rerun: bool) -> Persist | Refused:

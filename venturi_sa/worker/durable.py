@@ -17,9 +17,10 @@ on the first call (a handler that calls none of these pays nothing).
   clock when first reached, and raise :class:`~venturi_sa.errors.Suspended`
   until it has passed.
 - ``ctx.wait_for(name, timeout)`` records the deadline when first reached,
-  and resolves it with a stored signal's payload (returned on this and every
-  later run) or the deadline's passing (``TimeoutError``, likewise);
-  otherwise it raises ``Suspended``.
+  and resolves it with the payload of a signal stored before the deadline
+  (returned on this and every later run) or the deadline's passing
+  (``TimeoutError``, likewise; ``queue.signal`` refuses a signal at or
+  after the deadline); otherwise it raises ``Suspended``.
 
 A name is used once per run (steps, sleeps and waits share the names of a
 job); a second use raises ``InvalidOption``.  Unnamed sleeps are named

@@ -14,8 +14,9 @@ error raised by the handler.
 ``on_outcome(ctx, params)`` is called once per run on the thread that ran
 it, when the run's outcome is decided and before it is written: it may
 return replacement ``FinishParams`` (the same fence and outcome, e.g. with
-more in the attachment) or None to keep them.  An error there is logged and
-the outcome kept; nothing is written yet, so a crash loses nothing but the
+more in the attachment) or None to keep them.  An error there (``SystemExit``
+included; only ``KeyboardInterrupt`` stops the worker) is logged and the
+outcome kept; nothing is written yet, so a crash loses nothing but the
 run (the lease expires and the job runs again).
 
 A queue carries hooks of its own, ``queue.run_hooks``
@@ -94,12 +95,17 @@ class RunHooks:
         """The run's outcome after every ``on_outcome`` hook, in order; the shared ``params`` without hooks.
 
         A hook returning anything but None or ``FinishParams`` of the same
-        fence and outcome, or raising, is logged and skipped.
+        fence and outcome, or raising, is logged and skipped: ``SystemExit``
+        and any other ``BaseException`` too, so that the run's outcome is
+        still written; only ``KeyboardInterrupt`` propagates (it stops the
+        worker, which releases the run).
         """
         for hook in self.on_outcome:
             try:
                 changed = hook(ctx, params)
-            except Exception:  # noqa: BLE001 - user code; the outcome stands
+            except BaseException as exc:  # noqa: BLE001 - user code; the outcome stands
+                if isinstance(exc, KeyboardInterrupt):  # as run_steps.absorb (which imports this module)
+                    raise
                 logger.exception("on_outcome hook %r raised; the outcome is kept", hook)
                 continue
             if changed is None:

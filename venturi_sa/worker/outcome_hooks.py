@@ -5,7 +5,11 @@ handler's ``ctx.session`` if it used one, else a fresh one): the fenced
 outcome write goes first, then the hook, with ``ctx.session`` in that same
 transaction, then one commit.  So the application's own rows change
 exactly once, together with the job's final state; if the fence fails (the
-lease was lost) the hook is not called and nothing commits.  A hook that
+lease was lost) the hook is not called and nothing commits.  The hook is
+the one of the outcome the write recorded, not the one the run asked for:
+a ``retried`` (or ``paused``) that a cancel request still undelivered
+turned into ``dead`` calls no ``on_retry``; its ``on_dead`` is owed and made
+once, by the next worker of the kind (:mod:`venturi_sa.dead_calls`).  A hook that
 raises rolls the whole transaction back (the handler's session work too)
 and the run is recorded as a retryable failure saying so, without calling
 a hook again.  Not called here for a job whose stored payload cannot be
@@ -70,11 +74,18 @@ def has_hook(run: Run) -> bool:
     return hook_name(run) is not None
 
 
-def hook_call(run: Run, params: FinishParams) -> Callable[[Session], None] | None:
-    """``call(session)`` running the task's hook for ``params`` (None if it has none).
+def hook_call(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Session], None] | None:
+    """``call(session)`` running the task's hook for ``params`` as recorded (None if there is none to run).
 
-    A run suspended in a durable wait gets its wake check instead (``worker/durable.py``).
+    ``recorded`` is the outcome the write actually recorded
+    (:func:`venturi_sa.storage.outcomes.recorded`).  Where it is not
+    ``params.outcome`` (a stored cancel turned the run's ``retried`` or
+    ``paused`` into ``dead``), no hook runs here: that statement owed the
+    ``on_dead`` call, which :mod:`venturi_sa.dead_calls` makes once.  A run
+    suspended in a durable wait gets its wake check instead (``worker/durable.py``).
     """
+    if recorded is not params.outcome:
+        return None
     woken = wake_check(run.ctx, params) if run.ctx.suspension is not None else None
     if woken is not None:
         return woken
