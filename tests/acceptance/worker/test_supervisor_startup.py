@@ -145,3 +145,18 @@ def test_sigterm_after_a_respawn_ends_every_worker_process_with_status_0(
         assert "Traceback" not in log and claimed(engine, prefix) == 0
     finally:
         s.close()
+
+
+def test_sigterm_while_the_command_waits_for_the_database_exits_0(pg_url: str, prefix: str) -> None:
+    """Before the supervisor runs (no worker process yet), the command's start-up wait ends quietly."""
+    s = Supervised([sys.executable, "-m", "venturi_sa", "worker", "procs_app:queue", "--processes", "2",
+                    "--dsn", "postgresql://postgres@127.0.0.1:1/postgres", "--connect-timeout", "120"],
+                   environment(pg_url, prefix), APPS, WAIT)
+    try:
+        s.wait_for("the command to wait for the database", lambda: "cannot reach the database at start" in s.log())
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(WAIT) == 0, s.log()
+        s._reader.join(10)
+        assert s.children == {} and "Traceback" not in s.log()
+    finally:
+        s.close()
