@@ -7,7 +7,8 @@ installed.  Real processes throughout: ``python procs_app.py 2`` (a Supervisor
 whose children can be held while they import the app as ``__mp_main__``,
 before any handler of theirs, and whose spawn seam can wait), and
 ``venturi worker procs_app:queue --processes 2``, stopped right after a
-respawn and once the respawned worker runs.
+respawn, once the respawned worker runs, and while the command itself waits
+for the database before any worker process exists.
 """
 
 from __future__ import annotations
