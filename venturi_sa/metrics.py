@@ -8,7 +8,10 @@ Pass an instance as the worker's ``on_event`` hook::
 Exported: ``venturi_job_outcomes_total{queue,kind,outcome}``,
 ``venturi_job_run_seconds{queue,kind}`` (handler run time),
 ``venturi_job_queue_wait_seconds{queue,kind}`` (eligible → claimed, on the
-database clock), ``venturi_jobs_in_flight{queue}``, and for periodic jobs
+database clock), ``venturi_jobs_in_flight{queue}``,
+``venturi_runs_lost_before_start_total{queue,kind}`` (claimed runs not started
+because their lease may have run out, e.g. the process was paused; each is
+also a ``lost`` outcome), and for periodic jobs
 ``venturi_schedule_fires_total{queue,schedule}`` (jobs this worker fired) and
 ``venturi_schedule_skips_total{queue,schedule}`` (fire times it skipped by a
 catch-up or overlap policy).
@@ -48,6 +51,9 @@ class PrometheusMetrics:
                                       ["queue", "kind"], registry=registry)
         self.in_flight = Gauge("venturi_jobs_in_flight", "Jobs claimed and not yet finished.",
                                ["queue"], registry=registry)
+        self.lost_before_start = Counter("venturi_runs_lost_before_start",
+                                         "Claimed runs not started because their lease may have run out.",
+                                         ["queue", "kind"], registry=registry)
         self.schedule_fires = Counter("venturi_schedule_fires", "Jobs inserted by firing a schedule.",
                                       ["queue", "schedule"], registry=registry)
         self.schedule_skips = Counter("venturi_schedule_skips", "Fire times skipped by a catch-up or overlap policy.",
@@ -63,6 +69,8 @@ class PrometheusMetrics:
             self.run_seconds.labels(queue, data["kind"]).observe(data.get("duration", 0.0))
             outcome = data.get("outcome") if data.get("recorded") else "lost"
             self.outcomes.labels(queue, data["kind"], outcome or "none").inc()
+        elif name == "lost_before_start":
+            self.lost_before_start.labels(queue, data["kind"]).inc()
         elif name == "schedule_fired":
             self.schedule_fires.labels(queue, data["schedule"]).inc(data["count"])
         elif name == "schedule_skipped":

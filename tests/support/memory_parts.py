@@ -79,7 +79,9 @@ class Parts:
         self.inflight = InFlight(concurrency, dict(caps or {}), {}, lambda free, kind: self.freed.append((free, kind)))
         self.transactions = Flaky(self.store)  # fails no transaction unless a test says so
         self.completer = Completer(self.store, self.transactions, {}, threading.Event(), self._done, batch=batch)
-        self.pipeline = RunPipeline(self.registry, self.inflight, self.completer, lambda: None)
+        self.lost: list[tuple[Run, float]] = []  # runs dropped before their start, and by how much overdue
+        self.pipeline = RunPipeline(self.registry, self.inflight, self.completer, lambda: None,
+                                    lost=lambda run, overdue: self.lost.append((run, overdue)))
         self.dispatched: list[Run] = []
         self.wake, self.stopping, self.healthy = threading.Event(), threading.Event(), threading.Event()
         self.healthy.set()
@@ -99,10 +101,10 @@ class Parts:
         ctx = JobContext(job, job.carry, memory_session, checkpointer=checkpointer)
         return Run(job=job, ctx=ctx)
 
-    def dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
+    def dispatch(self, jobs: Sequence[ClaimedJob], sent: float) -> None:
         """The worker's ``_dispatch``: the claim's runs take their slots (the executors are the test)."""
         runs = [self.run_of(job) for job in jobs]
-        self.inflight.add_many(runs)
+        self.inflight.add_many(runs, sent)
         self.dispatched.extend(runs)
 
     def claim_and_run(self) -> list[Run]:

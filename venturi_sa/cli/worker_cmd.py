@@ -209,16 +209,22 @@ def _child(app: str, options: dict[str, Any], typed: set[str] | None, index: int
 
 
 def supervise(app: str, processes: int, options: dict[str, Any]) -> None:
-    """``--processes N``: check the app and its schema here, then run N worker processes (see the supervisor)."""
-    from venturi_sa.worker.supervisor import Supervisor
+    """``--processes N``: check the app and its schema here, then run N worker processes (see the supervisor).
 
-    worker_app = load_app(app)
-    setup_logging(options.get("verbose", 0))
-    with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1,
-                    float(options.get("connect_timeout", CONNECT_TIMEOUT))):  # one line if it fails
-        pass
-    target = functools.partial(_child, app, options, typed_options())
-    Supervisor(target, processes, stop_timeout=float(options.get("grace", 30.0)) + 60.0).run()
+    SIGTERM or SIGINT before the supervisor runs (while the app is imported
+    and the database reached) ends the command with status 0: no worker
+    process exists yet.
+    """
+    from venturi_sa.worker.supervisor import Supervisor, stops_exit_quietly
+
+    with stops_exit_quietly():
+        worker_app = load_app(app)
+        setup_logging(options.get("verbose", 0))
+        with engine_for(worker_app, options.get("dsn"), worker_app.queue.prefix, 1,
+                        float(options.get("connect_timeout", CONNECT_TIMEOUT))):  # one line if it fails
+            pass
+        target = functools.partial(_child, app, options, typed_options())
+        Supervisor(target, processes, stop_timeout=float(options.get("grace", 30.0)) + 60.0).run()  # its own handlers
 
 
 @cli.command()

@@ -7,17 +7,50 @@ session): :meth:`InFlight.free_slot` gives it back, called by the run
 pipeline once per run (and at shutdown for a run whose handler never
 started).  A run stays *in flight* until its outcome is persisted or given
 up, and its lease is renewed all that time.
+
+A run's handler starts only while its lease surely lasts by this worker's own
+monotonic clock: :func:`latest_start`, from the moment the claim (or the
+latest renewal) was sent, is when it may have run out.  A run still queued
+then (the process was paused between claim and start) is not started
+(:meth:`InFlight.start` says ``LOST``): its job may already be recovered and
+run elsewhere.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from venturi_sa.storage.params import Fence
 from venturi_sa.worker.run import Run, RunState
+
+START_MARGIN = 0.1  # the share of its lease a run must have left for its handler to start ...
+MAX_START_MARGIN = 1.0  # ... but never more than this many seconds
+
+
+def latest_start(since: float, lease: timedelta) -> float:
+    """The monotonic time after which a run whose lease of ``lease`` was set at ``since`` is not started.
+
+    ``since`` is this worker's monotonic clock read before the claim or
+    renewal statement was sent: the database's expiry (its own clock at that
+    statement, plus ``lease``) comes later, so the worker never compares its
+    wall clock with the database's.  The margin (a tenth of the lease, at
+    most a second) covers clocks running at slightly different rates and the
+    moment between this check and the handler's call.
+    """
+    seconds = lease.total_seconds()
+    return since + seconds - min(MAX_START_MARGIN, START_MARGIN * seconds)
+
+
+class Start(enum.Enum):
+    """What :meth:`InFlight.start` decided for a queued run."""
+
+    RUN = "run"  # QUEUED -> RUNNING: call its handler
+    RELEASED = "released"  # released at shutdown before it started
+    LOST = "lost"  # its lease may have run out, or its claim is known gone: not started, nothing written
 
 
 class InFlight:
@@ -51,27 +84,48 @@ class InFlight:
         with self._lock:
             return {k: max(0, cap - self._slots[k]) for k, cap in self.caps.items()}
 
-    def add(self, run: Run) -> None:
+    def add(self, run: Run, claimed_at: float | None = None) -> None:
         """A claimed run takes a slot and is in flight."""
-        self.add_many((run,))
+        self.add_many((run,), claimed_at)
 
-    def add_many(self, runs: Sequence[Run]) -> None:
-        """The runs of one claim take a slot each and are in flight (one lock acquisition)."""
+    def add_many(self, runs: Sequence[Run], claimed_at: float | None = None) -> None:
+        """The runs of one claim take a slot each and are in flight (one lock acquisition).
+
+        ``claimed_at``: this worker's monotonic clock read before the claim
+        was sent, from which each run's :attr:`~Run.start_deadline` is
+        reckoned (None: the runs have none).
+        """
         with self._lock:
             for run in runs:
                 self._runs[run.fence] = run
                 self._slots[run.job.kind] += 1
                 run.holds_slot = True
+                if claimed_at is not None:
+                    run.start_deadline = latest_start(claimed_at, self.lease_of(run.job.kind))
             self._busy += len(runs)
 
+    def lease_of(self, kind: str) -> timedelta:
+        """The lease a run of ``kind`` is claimed and renewed with."""
+        return self.leases.get(kind, self.default_lease)
+
     # -- the executor's view -----------------------------------------------------------
-    def start(self, run: Run) -> bool:
-        """QUEUED -> RUNNING; False if the run was released before it started."""
+    def start(self, run: Run, now: float) -> Start:
+        """QUEUED -> RUNNING, unless it was released (``RELEASED``) or its claim may be gone (``LOST``).
+
+        ``LOST``: at ``now`` (the monotonic clock) the run's latest known
+        lease may have run out, or the lease keeper learned its claim is
+        gone.  The run is then FINISHED without an outcome (its job's
+        recovery records one); it still holds its slot and stays in flight
+        until the caller frees the slot and reports it given up.
+        """
         with self._lock:
             if run.state is not RunState.QUEUED:
-                return False
+                return Start.RELEASED
+            if now > run.start_deadline or run.ctx.lease_lost:
+                run.state = RunState.FINISHED
+                return Start.LOST
             run.state = RunState.RUNNING
-            return True
+            return Start.RUN
 
     def persisting(self, run: Run) -> bool:
         """RUNNING -> PERSISTING: its outcome is decided; False if a stop released it first (write nothing).
@@ -139,8 +193,21 @@ class InFlight:
             runs = list(self._runs.values())
         by_lease: dict[timedelta, list[Fence]] = {}
         for run in runs:
-            by_lease.setdefault(self.leases.get(run.job.kind, self.default_lease), []).append(run.fence)
+            by_lease.setdefault(self.lease_of(run.job.kind), []).append(run.fence)
         return by_lease
+
+    def renewed(self, fences: Iterable[Fence], since: float, lease: timedelta) -> None:
+        """The leases of ``fences`` were renewed to ``lease`` by a statement sent after ``since`` (monotonic).
+
+        Pushes each run's start deadline (a run still queued may now start
+        later); never moves one earlier.
+        """
+        deadline = latest_start(since, lease)
+        with self._lock:
+            for fence in fences:
+                run = self._runs.get(fence)
+                if run is not None and deadline > run.start_deadline:
+                    run.start_deadline = deadline
 
     def lost(self, fences: frozenset[Fence]) -> list[Run]:
         """Mark the runs whose claim is gone; returns those newly marked."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from venturi_sa.storage.backend import Backend, Transactions, Tx
 from venturi_sa.storage.params import PING, Fence, RecoverParams, RenewParams
@@ -20,8 +21,10 @@ class LeaseKeeper(threading.Thread):
     """Every ``renew_every`` seconds renew held leases; every ``recover_every`` recover stale ones.
 
     Renewal never waits on row locks (a row being written is renewed next
-    time); it marks the runs of ``inflight`` whose claim is gone (logging
-    each once) and delivers the cancel requests it reads to their runs.
+    time); it tells ``inflight`` how long each renewed lease surely lasts
+    (a queued run's start is judged by its latest lease), marks the runs of
+    ``inflight`` whose claim is gone (logging each once) and delivers the
+    cancel requests it reads to their runs.
     ``healthy`` is cleared while renewals fail (the database is unreachable):
     the producer stops claiming until it is set again, since it could not
     keep new leases alive either.  A failing recovery is logged as such and
@@ -56,14 +59,19 @@ class LeaseKeeper(threading.Thread):
             return
         lost: set[Fence] = set()
         cancels: dict[Fence, str] = {}
+        renewed: dict[timedelta, frozenset[Fence]] = {}
 
         def renew_all(conn: Tx) -> None:
             for lease, runs in held.items():
                 result = self.backend.renew(conn, RenewParams(worker_id=self.worker_id, runs=runs, lease=lease))
+                renewed[lease] = result.renewed
                 lost.update(result.lost)
                 cancels.update(result.cancels)
 
+        since = time.monotonic()  # before the statements: the database's new expiries come later
         self.conns.begin(renew_all)
+        for lease, fences in renewed.items():  # committed: a queued run may start that much later
+            self.inflight.renewed(fences, since, lease)
         for run in self.inflight.lost(frozenset(lost)) if lost else ():
             run.ctx.log.warning("lease lost: job %s run %d is no longer claimed by this worker; "
                                 "its outcome will not be recorded", run.job.id, run.job.run_count)

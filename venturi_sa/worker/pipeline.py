@@ -29,6 +29,13 @@ which takes it through these steps, in this order:
    here, once the handler has truly ended, and nowhere else for a run that
    started.
 
+Before step 1, a run whose lease may have run out by this worker's own
+clock (claimed, or last renewed, more than its lease ago less a margin: the
+process was paused between claim and start) or whose claim the lease keeper
+found gone is not started: its slot is freed, one warning is logged, it is
+reported given up (``finished``, not recorded) and nothing is written for
+it; the lease's recovery records ``stale-recovered``.
+
 Whatever the run's user code raises (``SystemExit`` included) becomes its
 recorded failure, except ``KeyboardInterrupt``: as a Ctrl-C would, it
 stops the worker, and the run is released (no failure counted).
@@ -49,7 +56,7 @@ from venturi_sa.task import Registry
 from venturi_sa.worker.cancel import time_limit
 from venturi_sa.worker.completer import Completer, Persist, Refused
 from venturi_sa.worker.hooks import NOTHING
-from venturi_sa.worker.inflight import InFlight
+from venturi_sa.worker.inflight import InFlight, Start
 from venturi_sa.worker.joblog import current_job
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.run_steps import (
@@ -133,16 +140,21 @@ class RunPipeline:
     """Runs claimed runs through :func:`decide`, the completer and the slot release (see the module)."""
 
     def __init__(self, registry: Registry, inflight: InFlight, completer: Completer,
-                 interrupted: Callable[[], None]) -> None:
+                 interrupted: Callable[[], None], lost: Callable[[Run, float], None] | None = None) -> None:
         self.registry = registry
         self.inflight = inflight
         self.completer = completer
         self.interrupted = interrupted  # the worker's stop, for a KeyboardInterrupt from user code
+        self.lost = lost  # lost(run, overdue): a run dropped before its start (the worker's event)
 
     def handle(self, run: Run) -> None:
         """The whole lifecycle of one run, on the calling executor thread."""
-        if not self.inflight.start(run):  # released at shutdown before it started
+        now = time.monotonic()
+        start = self.inflight.start(run, now)
+        if start is not Start.RUN:  # released at shutdown, or its lease may be gone: never started
             self.inflight.free_slot(run)
+            if start is Start.LOST:
+                self._dropped(run, now - run.start_deadline)
             return
         reported = False
         try:
@@ -161,6 +173,22 @@ class RunPipeline:
             self.inflight.free_slot(run)  # step 7: the handler has ended, whatever happened
             if not reported and not run.released:
                 self.completer.report(run, False)
+
+    def _dropped(self, run: Run, overdue: float) -> None:
+        """A run not started because its claim may be gone: logged, reported given up; no outcome is written.
+
+        Its job's recovery records ``stale-recovered`` (or has already, and
+        another worker may have run it); writing anything here could only be
+        fenced out, or, if the job was not recovered yet, race the recovery.
+        """
+        why = ("the lease keeper found its claim gone" if run.ctx.lease_lost else
+               f"its lease may have run out {max(0.0, overdue):.2f}s before, by this worker's clock "
+               "(was the process paused?)")
+        run.ctx.log.warning("job %s run %d not started: %s; dropped as lost, its outcome is left to the "
+                            "lease's recovery", run.job.id, run.job.run_count, why)
+        if self.lost is not None:
+            self.lost(run, overdue)
+        self.completer.report(run, False)
 
     def _decide_and_persist(self, run: Run) -> bool:
         """Steps 1-6; True once the run's result has been reported (or is with the batch)."""

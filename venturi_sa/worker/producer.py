@@ -47,11 +47,16 @@ class Round:
 
 
 class Producer:
-    """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands each claim's jobs to ``dispatch``."""
+    """Claims jobs of ``kinds`` for the free slots of ``inflight`` and hands each claim's jobs to ``dispatch``.
+
+    ``dispatch(jobs, sent)`` gets the monotonic time read just before the
+    claim was sent, from which the claim's leases are reckoned.
+    """
 
     def __init__(self, backend: Backend, conns: Transactions, worker_id: str, kinds: Sequence[str],
-                 leases: Mapping[str, timedelta], inflight: InFlight, dispatch: Callable[[Sequence[ClaimedJob]], None],
-                 *, batch_size: int, poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
+                 leases: Mapping[str, timedelta], inflight: InFlight,
+                 dispatch: Callable[[Sequence[ClaimedJob], float], None], *, batch_size: int,
+                 poll_interval: float, fetch_cooldown: float, healthy: threading.Event,
                  wake: threading.Event, stopping: threading.Event, on_idle: Callable[[], None],
                  throttles: Mapping[str, timedelta] | None = None) -> None:
         self.backend = backend
@@ -94,6 +99,7 @@ class Producer:
             if not self.params(free).kinds:
                 self.wake.wait(self.poll_interval)
             return Round(0, True)
+        sent = time.monotonic()  # before the claim: its leases are reckoned from here (worker/inflight.py)
         try:
             jobs = self.conns.begin(lambda conn: self.backend.claim(conn, params))
         except SQLAlchemyError as exc:
@@ -110,7 +116,7 @@ class Producer:
             return Round(0, False)
         self._last_claim = time.monotonic()
         if jobs:
-            self.dispatch(jobs)
+            self.dispatch(jobs, sent)
         per_kind = Counter(job.kind for job in jobs)
         capped_full = any(per_kind[k] >= n for k, n in params.caps.items())
         self.hungry = len(jobs) >= params.limit or capped_full

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
@@ -44,6 +45,9 @@ class Run:
     running: LoopTask | None = None  # while an async handler runs: its task on the worker loop
     hooks: RunHooks = NO_HOOKS  # the worker's around_run (worker/hooks.py)
     hook_error: str | None = None  # what the task's outcome hook raised (worker/outcome_hooks.py)
+    # The monotonic time after which its handler is not started: its lease, as of the claim or the latest
+    # renewal, may have run out (worker/inflight.py).  Infinite for a run no worker claimed (testing helpers).
+    start_deadline: float = math.inf
 
     @property
     def fence(self) -> Fence:

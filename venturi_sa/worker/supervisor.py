@@ -24,6 +24,12 @@ leases), and a dead child's claims are recovered like any crashed worker's.
 * If anything else raises in :meth:`Supervisor.run` (a bug, ``KeyboardInterrupt``),
   the supervisor stops every child (SIGTERM, ``stop_timeout`` seconds to
   drain), kills those still alive, then raises.
+* SIGTERM and SIGINT are held (blocked) in the supervisor's thread while it
+  spawns a child, and the child inherits that mask: a stop signal sent to the
+  child while it starts (the interpreter, the imports, the target's
+  unpickling) waits until :func:`_child_main` has installed its quiet-exit
+  handler and unblocked them, then ends the child with status 0.  One sent to
+  the supervisor meanwhile is delivered as the spawn returns, and forwarded.
 * A child ends when the supervisor dies, even by SIGKILL.  On Linux the
   child asks the kernel for SIGTERM when its parent dies
   (``prctl(PR_SET_PDEATHSIG)``, through ctypes; the parent is the thread that
@@ -46,7 +52,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
@@ -59,10 +66,64 @@ logger = logging.getLogger("venturi_sa.worker")
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 ORPHAN_POLL = 1.0  # seconds between a child's looks at its parent pid
 KILL_WAIT = 5.0  # seconds the supervisor waits for a killed child to be reaped
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """Block SIGTERM and SIGINT in the calling thread for the block; a child spawned meanwhile inherits the mask.
+
+    A stop signal that arrives meanwhile stays pending, not lost: the
+    previous mask is restored at the end of the block (also when it raises),
+    and the signal is then delivered to this process's handler.  Nothing
+    happens where ``signal.pthread_sigmask`` does not exist.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _tracker_running() -> None:
+    """Start ``multiprocessing``'s resource tracker now if it is not running, before :func:`stops_held`.
+
+    A spawn starts it lazily, and starting it *unblocks* SIGTERM and SIGINT in
+    the calling thread when it is done (its own spawn blocks them around
+    itself): inside :func:`stops_held` that would let the child that is being
+    spawned start with them unblocked.
+    """
+    if os.name != "posix":
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
+@contextmanager
+def stops_exit_quietly() -> Iterator[None]:
+    """SIGTERM or SIGINT during the block ends this process with status 0 (``SystemExit(0)``).
+
+    For start-up work before a process has anything to stop (the command's
+    import of the app, its schema check); the previous handlers are restored
+    at the end.  A no-op off the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _exit_quietly) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _kernel_signals_orphan() -> bool:
@@ -93,13 +154,19 @@ def _child_main(target: Callable[[int], Any], index: int, parent: int, stop_time
     """Entry point of a child: its own process group, tied to the life of ``parent``, then ``target(index)``.
 
     A stop signal that arrives before the child's worker installed its own
-    handlers (while it imports or connects), or after they were restored,
-    ends the child with status 0: it holds no claim then.  A child whose
-    parent died before the tie was made exits at once, with status 0.
+    handlers, or after they were restored, ends the child with status 0: it
+    holds no claim then.  That includes one sent before this function ran
+    (while the interpreter started and the target was unpickled): the child
+    was spawned with SIGTERM and SIGINT blocked (:func:`stops_held`), and they
+    are unblocked only here, once the quiet-exit handler is installed, so a
+    pending one is acted on at once.  A child whose parent died before the tie
+    was made exits at once, with status 0.
     """
     os.setpgid(0, 0)
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_quietly)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop pending since the spawn ends us here
     kernel_signals = _kernel_signals_orphan()
     if os.getppid() != parent:
         raise SystemExit(0)
@@ -259,11 +326,13 @@ class Supervisor:
         """Start ``slot``'s child; False if that failed with an ``OSError`` (a death: backoff, then again)."""
         process = self._ctx.Process(target=_child_main, args=(self.target, slot.index, os.getpid(), self.stop_timeout),
                                     name=f"venturi-worker-{slot.index}", daemon=False)
+        _tracker_running()
         try:
-            if self.start_child is not None:
-                self.start_child(process)
-            else:
-                process.start()
+            with stops_held():  # until the child's quiet exit is installed (see _child_main)
+                if self.start_child is not None:
+                    self.start_child(process)
+                else:
+                    process.start()
         except OSError as exc:
             delay = self._died(slot)
             logger.error("worker process %d could not be started (%s); trying again in %.1fs", slot.index, exc,
@@ -307,7 +376,7 @@ class Supervisor:
             logger.warning("%s: stopping %d worker processes", signal.Signals(signum).name, len(self.pids))
             self.stop(signum)
 
-        previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
 
         def restore() -> None:
             for sig, handler in previous.items():

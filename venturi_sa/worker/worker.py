@@ -84,7 +84,8 @@ class Worker:
     before releasing them; ``connect_timeout`` how long start waits for a
     server that is starting, stopping or unreachable (then
     ``DatabaseUnavailable``).  ``on_event(name, data)`` is called for
-    ``claimed``, ``finished`` and ``idle`` (from worker threads; keep it quick).
+    ``claimed``, ``finished``, ``idle`` and ``lost_before_start`` (a run not
+    started because its lease may have run out) from worker threads; keep it quick.
     Expired leases are recovered for every kind of the queue's registry,
     each against its own ``max_failures``.  :meth:`run` also moves jobs that
     finished more than the queue's ``archive_after`` ago to the archive,
@@ -161,7 +162,8 @@ class Worker:
         self.completer = Completer(self.backend, self._conns, self._leases, self._abort, self._finished_many,
                                    batch=self.batch_outcomes, max_backlog=self.max_backlog,
                                    batch_conns=self._batch_conns)
-        self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop)
+        self.pipeline = RunPipeline(queue.registry, self.inflight, self.completer, interrupted=self.stop,
+                                    lost=self._lost_before_start)
         self.producer = Producer(
             self.backend, self._claim_conns, self.worker_id, self.kinds, self._leases, self.inflight, self._dispatch,
             batch_size=self.batch_size, poll_interval=self.poll_interval, fetch_cooldown=self.fetch_cooldown,
@@ -229,8 +231,8 @@ class Worker:
         return self._threads.listener if self._threads is not None else None
 
     # -- what the parts report back: claims, finished runs, freed slots ------------------------
-    def _dispatch(self, jobs: Sequence[ClaimedJob]) -> None:
-        """The runs of one claim: in flight (one lock acquisition), then queued for the executors."""
+    def _dispatch(self, jobs: Sequence[ClaimedJob], sent: float) -> None:
+        """The runs of one claim (sent at monotonic ``sent``): in flight, then queued for the executors."""
         runs = []
         sessions, async_sessions, hooks = self._sessions, self._open_async_session, self.hooks
         backend, begin, tasks, bound = self.backend, self._conns.begin, self._tasks, self.queue.max_payload_bytes
@@ -241,7 +243,7 @@ class Worker:
             ctx = JobContext(job, job.carry, sessions, None, async_sessions,  # its logger is made on first use
                              max_payload_bytes=bound, checkpointer=checkpointer)
             runs.append(Run(job=job, ctx=ctx, hooks=hooks))
-        self.inflight.add_many(runs)
+        self.inflight.add_many(runs, sent)
         assert self._threads is not None
         if self.on_event is not None:
             for run in runs:
@@ -272,6 +274,10 @@ class Worker:
     def _released(self, run: Run, recorded: bool) -> None:
         """A run given back at shutdown (its async handler, if any, was cancelled and waited for first)."""
         self._emit_finished(run, Outcome.RELEASED.value, recorded)
+
+    def _lost_before_start(self, run: Run, overdue: float) -> None:
+        self._emit("lost_before_start", {"job_id": run.job.id, "kind": run.job.kind, "run_count": run.job.run_count,
+                                         "overdue": overdue, "queue": self.models.prefix})
 
     def _slot_freed(self, free: int, kind: str) -> None:
         self.producer.slot_freed(free, kind)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,6 +113,32 @@ def test_zombie_worker_is_fenced(db: sa.Engine, queue: Queue, probe: Probe, work
     row = probe.job(job_id)
     assert (row.status, row.run_count) == ("completed", 2)
     assert "WARNING" in a.output().split("lease lost")[0].splitlines()[-1]
+
+
+def _stopped(pid: int) -> bool:
+    """``pid`` is stopped by a signal (state ``T`` in ``/proc/<pid>/stat``)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "T"
+
+
+def test_worker_frozen_between_claim_and_start_does_not_start_the_lost_run(db: sa.Engine, queue: Queue,
+                                                                          probe: Probe, workers: Any) -> None:
+    """A stops itself right after its claim, before the handler starts, past its lease; B recovers and
+    completes the job; A resumes: A's handler never starts, the run is dropped as lost, logged once."""
+    a = workers("frozen", concurrency=1, lease=1, recover_interval=0.3, stop_after_claim="on").started()
+    (job_id,) = enqueue(db, queue, [{"mode": "ok"}])
+    wait_for(lambda: _stopped(a.pid), 15, "A to stop itself between its claim and the handler's start")
+    assert probe.job(job_id).claimed_by.startswith("frozen:") and probe.side(job_id) == []
+    b = workers("rescuer", concurrency=1, lease=1, recover_interval=0.3).started()
+    wait_for(lambda: probe.job(job_id).status == "completed", 30, "B to recover and complete the job")
+    a.signal(signal.SIGCONT)
+    wait_for(lambda: f"'job_id': '{job_id}', 'kind': 'work', 'outcome'" in a.output(), 30,
+             "A's finished event for the run")
+    assert [(r.run_no, r.pid) for r in probe.side(job_id)] == [(2, b.pid)]  # A's handler never started
+    assert probe.journal(job_id) == [(1, "stale-recovered"), (2, "completed")]
+    out = a.output()
+    assert out.count("not started") == 1 and "WARNING" in out.split("not started")[0].splitlines()[-1]
+    assert f"EVENT lost_before_start {{'job_id': '{job_id}'" in out
+    assert a.alive() and b.alive()
 
 
 INJECTIONS = ["fail_before_flush_once", "fail_before_commit_once", "kill_before_commit_once",

@@ -92,3 +92,19 @@ def test_metrics_names_the_missing_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(builtins, "__import__", no_prometheus)
     with pytest.raises(v.VenturiError, match=r"venturi\[metrics\]"):
         PrometheusMetrics(CollectorRegistry())
+
+
+def test_a_run_lost_before_its_start_is_counted_and_leaves_the_gauge() -> None:
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    job = {"job_id": "j1", "kind": "metrics_good", "queue": "q"}
+    metrics("claimed", {**job, "run_count": 1, "waited": 0.0})
+    metrics("lost_before_start", {**job, "run_count": 1, "overdue": 4.2})
+    metrics("finished", {**job, "outcome": None, "recorded": False, "duration": 0.0})
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"queue": "q", **labels})
+
+    assert sample("venturi_runs_lost_before_start_total", kind="metrics_good") == 1
+    assert sample("venturi_job_outcomes_total", kind="metrics_good", outcome="lost") == 1
+    assert sample("venturi_jobs_in_flight") == 0

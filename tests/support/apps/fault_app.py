@@ -165,6 +165,22 @@ def _print_event(name: str, data: dict[str, Any]) -> None:
         print(f"EVENT {name} {data} {threading.current_thread().name}", file=sys.stderr, flush=True)
 
 
+def _stop_after_first_claim(name: str, data: dict[str, Any]) -> None:
+    """``--stop-after-claim on``: print the event; at the first claim, SIGSTOP this whole process.
+
+    The ``claimed`` event comes after the claim committed and before its runs
+    reach an executor thread: the process freezes between claim and start,
+    as a GC pause or a frozen VM would freeze it, until the test sends SIGCONT.
+    """
+    _print_event(name, data)
+    if name == "claimed" and not _STOPPED:
+        _STOPPED.append(data["job_id"])
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+_STOPPED: list[str] = []
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dsn", required=True)
@@ -177,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--poll-interval", type=float, default=1.0)
     p.add_argument("--grace", type=float, default=30.0)
     p.add_argument("--max-failures", type=int, default=10)
+    p.add_argument("--stop-after-claim", choices=("on", "off"), default="off")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -186,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     queue = build_queue(args.prefix, side, lease=args.lease, max_failures=args.max_failures)
     worker = Worker(queue, engine, concurrency=args.concurrency, poll_interval=args.poll_interval,
                     listen=args.listen == "on", grace=args.grace, recover_interval=args.recover_interval,
-                    worker_id=f"{args.name}:{os.getpid()}", on_event=_print_event)
+                    worker_id=f"{args.name}:{os.getpid()}",
+                    on_event=_stop_after_first_claim if args.stop_after_claim == "on" else _print_event)
     print(f"WORKER-START {os.getpid()}", file=sys.stderr, flush=True)
     worker.run()
     print(f"WORKER-EXIT {os.getpid()}", file=sys.stderr, flush=True)
