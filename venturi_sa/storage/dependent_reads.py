@@ -1,8 +1,10 @@
 """Reads of the dependency tables: a job's parents and dependents, why it waits, how many wait.
 
 Plain ``SELECT``s without locks, in the caller's transaction.  A parent that
-moved to the archive is read from it (its kind and status; its result and
-note are then None).
+moved to the archive is read from it (its kind, status, result and note, from
+the journal the archive row keeps, as ``queue.result`` reads it), and so are
+the parents of a dependent that moved there itself (the links its archive
+row keeps, see :mod:`venturi_sa.storage.archive`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
+from venturi_sa.storage.archive_reads import archived_note_sql, archived_result_sql
 from venturi_sa.storage.params import Runner
 
 
 def _names(models: Models) -> dict[str, str]:
     n = models.names
     return {"jobs": n.jobs, "journal": n.journal, "archive": n.archive,
-            "waits": models.workflow.waits_table.name, "parents": models.workflow.parents_table.name}
+            "waits": models.workflow.waits_table.name, "parents": models.workflow.parents_table.name,
+            "archived_result": archived_result_sql("a"), "archived_note": archived_note_sql("a")}
 
 
 _STATEMENTS: dict[tuple[str, str], sa.TextClause] = {}
@@ -44,15 +48,26 @@ class ParentsParams:
 
 
 _PARENTS = """
-SELECT p.parent_id AS id, coalesce(j.kind, a.kind) AS kind, coalesce(j.status, a.status) AS status,
-       (SELECT e.attachment FROM {journal} AS e
-        WHERE e.job_id = p.parent_id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1) AS result,
-       (SELECT e.note FROM {journal} AS e WHERE e.job_id = p.parent_id ORDER BY e.id DESC LIMIT 1) AS note
-FROM {parents} AS p
-LEFT JOIN {jobs} AS j ON j.id = p.parent_id
-LEFT JOIN {archive} AS a ON j.id IS NULL AND a.id = p.parent_id
-WHERE p.job_id = :job_id AND p.position >= :offset
-ORDER BY p.position
+WITH links AS (
+    SELECT p.position, p.parent_id FROM {parents} AS p WHERE p.job_id = :job_id
+    UNION ALL
+    SELECT CAST(e.value ->> 'position' AS integer), e.value ->> 'parent_id'
+    FROM {archive} AS d, jsonb_array_elements(d.job -> 'after') AS e
+    WHERE d.id = :job_id
+)
+SELECT l.parent_id AS id, coalesce(j.kind, a.kind) AS kind, coalesce(j.status, a.status) AS status,
+       CASE WHEN a.id IS NULL THEN
+           (SELECT e.attachment FROM {journal} AS e
+            WHERE e.job_id = l.parent_id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1)
+       ELSE {archived_result} END AS result,
+       CASE WHEN a.id IS NULL THEN
+           (SELECT e.note FROM {journal} AS e WHERE e.job_id = l.parent_id ORDER BY e.id DESC LIMIT 1)
+       ELSE {archived_note} END AS note
+FROM links AS l
+LEFT JOIN {jobs} AS j ON j.id = l.parent_id
+LEFT JOIN {archive} AS a ON j.id IS NULL AND a.id = l.parent_id
+WHERE l.position >= :offset
+ORDER BY l.position
 LIMIT :limit
 """
 
@@ -61,7 +76,10 @@ def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Ro
     """Rows ``(id, kind, status, result, note)`` of the job's parents, in the order ``after=`` gave them.
 
     ``result`` is the attachment of the parent's last ``completed`` journal
-    row (None unless it completed), ``note`` its last journal note.
+    row (None unless it completed), ``note`` its last journal note: read
+    from the archive row's journal when the parent was archived.  The links
+    are the live ``<prefix>_parents`` rows, or the ones the archive row of an
+    archived dependent keeps.
     """
     stmt = _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
                       result=postgresql.JSONB(none_as_null=True), note=sa.Text)
