@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from marshmallow import Schema, fields
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 from support.archives import places
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from support.queues import drain
+from support.waiting import WAIT, wait_until
 from support.workers import enqueue
 
 from venturi_sa import Die, JobContext, Queue, Task
 from venturi_sa.dead_calls import make_owed_calls
+from venturi_sa.states import Outcome
+from venturi_sa.storage import claim as claims
+from venturi_sa.storage import outcomes
+from venturi_sa.storage.params import ClaimParams, FinishManyParams, FinishParams
 
 fail_once: set[int] = set()
 seen: list[list[tuple[str, str | None, Any, str | None]]] = []
@@ -53,9 +62,18 @@ class Total(Task):
         return sum(p.result or 0 for p in ctx.parents)
 
 
+class AsyncTotal(Task):
+    """:class:`Total` as an ``async def`` handler."""
+
+    KIND = "async_total"
+
+    async def run(self, ctx: JobContext) -> Any:
+        return sum(p.result or 0 for p in await ctx.parents_async())
+
+
 @pytest.fixture
 def queue(models: Any) -> Queue:
-    return Queue(models, [Part, Total], archive_after=None)
+    return Queue(models, [Part, Total, AsyncTotal], archive_after=None)
 
 
 def links(engine: sa.Engine, models: Any, job_id: str) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
@@ -90,6 +108,18 @@ def test_a_fan_in_reads_the_results_and_notes_of_archived_parents(
     read = queue.parents(engine, total)
     assert [(p.id, p.status, p.result) for p in read] == [(i, s, r) for i, s, r, _ in seen[0]]
     assert [p.result for p in read] == [queue.result(engine, p) for p in parts]  # the same source
+
+
+def test_async_reads_of_archived_parents(engine: sa.Engine, models: Any, queue: Queue,
+                                         async_engine: AsyncEngine) -> None:
+    parts = enqueue(engine, queue, Part(n=10), Part(n=20), Part(n=30))
+    drain(queue, engine)
+    assert queue.archive(engine) == 3
+    [total] = enqueue(engine, queue, AsyncTotal(), after=parts)
+    drain(queue, engine)
+    assert queue.result(engine, total) == 60
+    read = asyncio.run(queue.parents_async(async_engine, total))
+    assert [(p.id, p.result) for p in read] == list(zip(parts, [10, 20, 30], strict=True))
 
 
 def test_a_repaired_fan_in_reads_the_parents_archived_while_it_was_dead(
@@ -175,5 +205,42 @@ def test_a_dependent_archived_before_its_last_parent_ended_counts_it_when_moved_
     queue.requeue(engine, total)  # moved back: the parent that ended since counts as done
     wait = links(engine, models, total)[1]
     assert wait is not None and wait[0] == 0
+    drain(queue, engine)
+    assert queue.result(engine, total) == 5
+
+
+def blocked(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()")).scalar_one())
+
+
+def test_a_parent_ending_while_its_dependent_moves_back_is_counted_once(
+        engine: sa.Engine, models: Any, queue: Queue) -> None:
+    fail_once.add(600)
+    [dying] = enqueue(engine, queue, Part(n=600))
+    [running] = enqueue(engine, queue, Part(n=5), delay=timedelta(hours=1))
+    [total] = enqueue(engine, queue, Total(), after=[dying, running])
+    drain(queue, engine)
+    settle_owed(engine, models, queue)
+    assert queue.archive(engine) == 2  # the dead parent and the fan-in it killed
+    queue.retry_now(engine, running)
+    with Session(engine) as s, s.begin():
+        [claimed] = claims.claim(models, s, ClaimParams(worker_id="w:1", kinds=["part"], limit=1, leases={},
+                                                        default_lease=timedelta(minutes=5)))
+    requeued: list[Any] = []
+    with Session(engine) as ending:  # the parent's outcome, written and not yet committed
+        ending.begin()
+        outcomes.finish_many(models, ending, FinishManyParams(outcomes=[
+            FinishParams(fence=claimed.fence, outcome=Outcome.COMPLETED, attachment=5)]))
+        mover = threading.Thread(target=lambda: requeued.append(queue.requeue(engine, total)))
+        mover.start()
+        wait_until(lambda: blocked(engine) or not mover.is_alive(), what="the requeue waiting on the parent's row")
+        ending.commit()
+    mover.join(WAIT)
+    assert requeued and requeued[0].status == "pending"
+    wait = links(engine, models, total)[1]
+    assert wait is not None and wait[0] == 0  # the parent that ended meanwhile is counted, exactly once
     drain(queue, engine)
     assert queue.result(engine, total) == 5
