@@ -58,7 +58,7 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
                 f"applies only to {action.from_status.value} jobs ({_HINTS[status]})")
         if with_dependents:  # the dependents its death killed (archived ones moved back) wait for it again
             dependents.rearm(models, session, job_id, with_dependents=True,
-                             restore=lambda parent: archiving.restore_killed(models, session, parent))
+                             restore=lambda parents: archiving.restore_killed(models, session, parents))
         if registry is not None and result.job.status == Status.DEAD.value:
             make_owed_calls(session, models, registry, job_ids=[job_id])
         if reset_steps:

@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from venturi_sa.models import Models
 from venturi_sa.storage import dependents
@@ -247,7 +249,7 @@ def move_batch(models: Models, runner: Runner, params: MoveParams) -> tuple[int,
 
 _RESTORE = """
 WITH gone AS (
-    DELETE FROM {archive} AS a WHERE a.id = :job_id AND a.status = 'dead'
+    DELETE FROM {archive} AS a WHERE a.id = ANY(CAST(:ids AS text[])) AND a.status = 'dead'
     RETURNING a.*
 ), job AS (
     INSERT INTO {jobs} SELECT {job_columns} FROM gone AS g, jsonb_populate_record(NULL::{jobs}, g.job) AS r
@@ -277,20 +279,20 @@ WITH gone AS (
                                  WHERE pj.id = r.parent_id AND pj.status IN ('pending', 'claimed'))
     FROM gone AS g, jsonb_array_elements(coalesce(g.job -> 'after', '[]'::jsonb)) AS e,
          jsonb_populate_record(NULL::{parents}, e.value) AS r
-    RETURNING done
+    RETURNING job_id, done
 ), waited AS (
     INSERT INTO {waits} (job_id, remaining, not_before, killed_by)
-    SELECT g.id, (SELECT count(*) FROM linked AS l WHERE NOT l.done), r.not_before, r.killed_by
+    SELECT g.id, (SELECT count(*) FROM linked AS l WHERE l.job_id = g.id AND NOT l.done), r.not_before, r.killed_by
     FROM gone AS g, jsonb_populate_record(NULL::{waits}, g.job -> 'waits') AS r
     WHERE g.job -> 'waits' IS NOT NULL
 )
-SELECT count(*) FROM job
+SELECT id FROM job ORDER BY id
 """
 _LOCK_LINKED = """
 SELECT j.id FROM {jobs} AS j
 WHERE j.id = ANY(ARRAY(SELECT e.value ->> 'parent_id'
                        FROM {archive} AS a, jsonb_array_elements(a.job -> 'after') AS e
-                       WHERE a.id = :job_id AND a.status = 'dead'))
+                       WHERE a.id = ANY(CAST(:ids AS text[])) AND a.status = 'dead'))
   AND j.status IN ('pending', 'claimed')
 ORDER BY j.id
 FOR SHARE OF j
@@ -298,7 +300,12 @@ FOR SHARE OF j
 
 
 def restore(models: Models, runner: Runner, job_id: str) -> bool:
-    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with everything the move kept of it).
+    """Move an archived ``dead`` job back (:func:`restore_many`); False if it is not an archived dead job."""
+    return bool(restore_many(models, runner, [job_id]))
+
+
+def restore_many(models: Models, runner: Runner, job_ids: Sequence[str]) -> list[str]:
+    """Move archived ``dead`` jobs back into ``<prefix>_jobs`` (with everything the move kept of them).
 
     In the caller's transaction: on commit the job is live again (still
     ``dead``) and gone from the archive; on rollback it stays archived.
@@ -307,8 +314,9 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
     longer pending or claimed (it ended while the dependent was archived),
     and the count is the links not done.  Its unfinished parents are first
     locked ``FOR SHARE`` until the caller's transaction ends (needs READ
-    COMMITTED, as ``after=`` does).  Returns False if the job is not an
-    archived dead job.
+    COMMITTED, as ``after=`` does).  Two statements, whatever the number
+    of jobs.  Returns the ids moved back, in id order (those of
+    ``job_ids`` that were archived ``dead`` jobs).
     """
     n = models.names
     # JSON columns are taken as they are (jsonb_populate_record would make a JSON null SQL NULL); one left out
@@ -324,33 +332,37 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
     jobs = ", ".join(column(c, JOB_KEYS, "job") for c in models.jobs_table.c)
     entries = ", ".join(column(c, ENTRY_KEYS, "journal") for c in models.journal_table.c)
     parents, waits = models.workflow.parents_table.name, models.workflow.waits_table.name
-    runner.execute(sa.text(_LOCK_LINKED.format(jobs=n.jobs, archive=n.archive)), {"job_id": job_id}).all()
+    ids = sa.bindparam("ids", list(job_ids), type_=ARRAY(sa.Text))
+    runner.execute(sa.text(_LOCK_LINKED.format(jobs=n.jobs, archive=n.archive)).bindparams(ids)).all()
     sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
                           steps=models.steps_table.name, signals=models.signals_table.name,
                           parents=parents, waits=waits,
                           limit_keys=_limit_keys(models), job_columns=jobs, entry_columns=entries,
                           step_columns=", ".join(element(c) for c in models.steps_table.c),
                           signal_columns=", ".join(element(c) for c in models.signals_table.c))
-    return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())
+    return list(runner.execute(sa.text(sql).bindparams(ids)).scalars())
 
 
 _KILLED = """
 SELECT a.id FROM {archive} AS a
-WHERE a.status = 'dead' AND a.job -> 'waits' ->> 'killed_by' = :parent
-  AND a.finished_at >= (SELECT j.created_at FROM {jobs} AS j WHERE j.id = :parent)
+WHERE a.status = 'dead' AND a.job -> 'waits' ->> 'killed_by' = ANY(CAST(:parents AS text[]))
+  AND a.finished_at >= (SELECT min(j.created_at) FROM {jobs} AS j WHERE j.id = ANY(CAST(:parents AS text[])))
 ORDER BY a.id
 """
 
 
-def restore_killed(models: Models, runner: Runner, parent: str) -> list[str]:
-    """Move back (:func:`restore`) the archived dependents that the death of the live job ``parent`` killed.
+def restore_killed(models: Models, runner: Runner, parents: Sequence[str]) -> list[str]:
+    """Move back (:func:`restore_many`) the archived dependents that the deaths of the live jobs ``parents`` killed.
 
     For ``requeue(..., with_dependents=True)``: they are then live and
-    ``dead``, with their links, as if they had never moved.  Reads the
-    archived ``dead`` jobs that finished since ``parent`` was created (a
-    dependent it killed died after it was enqueued).  Returns their ids;
-    the caller commits.
+    ``dead``, with their links, as if they had never moved.  One read of
+    the archived ``dead`` jobs that finished since the oldest of
+    ``parents`` was created (a dependent a parent killed died after it was
+    enqueued), then :func:`restore_many`.  Returns their ids; the caller
+    commits.
     """
     n = models.names
-    found = runner.execute(sa.text(_KILLED.format(archive=n.archive, jobs=n.jobs)), {"parent": parent}).scalars()
-    return [job_id for job_id in list(found) if restore(models, runner, job_id)]
+    stmt = sa.text(_KILLED.format(archive=n.archive, jobs=n.jobs)).bindparams(
+        sa.bindparam("parents", list(parents), type_=ARRAY(sa.Text)))
+    found = list(runner.execute(stmt).scalars())
+    return restore_many(models, runner, found) if found else []

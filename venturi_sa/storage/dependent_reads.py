@@ -55,17 +55,19 @@ WITH links AS (
     FROM {archive} AS d, jsonb_array_elements(d.job -> 'after') AS e
     WHERE d.id = :job_id
 )
-SELECT l.parent_id AS id, coalesce(j.kind, a.kind) AS kind, coalesce(j.status, a.status) AS status,
-       CASE WHEN a.id IS NULL THEN
-           (SELECT e.attachment FROM {journal} AS e
-            WHERE e.job_id = l.parent_id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1)
-       ELSE {archived_result} END AS result,
-       CASE WHEN a.id IS NULL THEN
-           (SELECT e.note FROM {journal} AS e WHERE e.job_id = l.parent_id ORDER BY e.id DESC LIMIT 1)
-       ELSE {archived_note} END AS note
+SELECT l.parent_id AS id, s.kind, s.status, s.result, s.note
 FROM links AS l
-LEFT JOIN {jobs} AS j ON j.id = l.parent_id
-LEFT JOIN {archive} AS a ON j.id IS NULL AND a.id = l.parent_id
+LEFT JOIN LATERAL (
+    SELECT j.kind, j.status,
+           (SELECT e.attachment FROM {journal} AS e
+            WHERE e.job_id = j.id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1) AS result,
+           (SELECT e.note FROM {journal} AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS note
+    FROM {jobs} AS j WHERE j.id = l.parent_id
+    UNION ALL
+    SELECT a.kind, a.status, {archived_result}, {archived_note}
+    FROM {archive} AS a WHERE a.id = l.parent_id
+    LIMIT 1
+) AS s ON true
 WHERE l.position >= :offset
 ORDER BY l.position
 LIMIT :limit
@@ -79,12 +81,18 @@ def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Ro
     row (None unless it completed), ``note`` its last journal note: read
     from the archive row's journal when the parent was archived.  The links
     are the live ``<prefix>_parents`` rows, or the ones the archive row of an
-    archived dependent keeps.
+    archived dependent keeps.  Each parent is primary-key probes (the jobs
+    table, then the archive's days only if it is not live), so the cost
+    does not grow with either table.
     """
-    stmt = _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
+    return list(runner.execute(parents_statement(models), {"job_id": params.job_id, "offset": params.offset,
+                                                           "limit": params.limit}))
+
+
+def parents_statement(models: Models) -> sa.TextClause:
+    """The statement :func:`parents` runs; binds ``job_id``, ``offset`` and ``limit``."""
+    return _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
                       result=postgresql.JSONB(none_as_null=True), note=sa.Text)
-    return list(runner.execute(stmt, {"job_id": params.job_id, "offset": params.offset,
-                                      "limit": params.limit}))
 
 
 _DEPENDENTS = """

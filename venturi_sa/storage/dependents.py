@@ -289,15 +289,15 @@ WHERE j.id = :id AND j.status = 'pending' AND (SELECT o.remaining FROM own AS o)
 
 
 def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool = False,
-          restore: Callable[[str], object] | None = None) -> list[str]:
+          restore: Callable[[list[str]], object] | None = None) -> list[str]:
     """``parent`` is pending again (requeued): its waiting dependents count it as unfinished again.
 
     If ``parent`` itself still has unfinished parents, it waits for them again.
 
     With ``with_dependents`` the dependents its death killed are requeued too
     (waiting again, journaled ``released``), and theirs, down the chain;
-    ``restore(job_id)`` is called first for each job whose killed dependents
-    are sought, to move back those that were archived
+    ``restore(job_ids)`` is called first with each generation of jobs whose
+    killed dependents are sought, to move back those that were archived
     (``storage.archive.restore_killed``).  Returns every job so requeued.
     The caller commits.
     """
@@ -307,9 +307,9 @@ def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool 
     frontier = [parent]
     while frontier:
         found: list[str] = []
+        if with_dependents and restore is not None:
+            restore(frontier)
         for job_id in frontier:
-            if with_dependents and restore is not None:
-                restore(job_id)
             found += runner.execute(stmt, {"parent": job_id, "with_dependents": with_dependents}).scalar_one()
         revived += found
         frontier = found

@@ -22,7 +22,7 @@ from venturi_sa import Die, JobContext, Queue, Task
 from venturi_sa.dead_calls import make_owed_calls
 from venturi_sa.states import Outcome
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import outcomes
+from venturi_sa.storage import on_dead, outcomes
 from venturi_sa.storage.params import ClaimParams, FinishManyParams, FinishParams
 
 fail_once: set[int] = set()
@@ -207,6 +207,25 @@ def test_a_dependent_archived_before_its_last_parent_ended_counts_it_when_moved_
     assert wait is not None and wait[0] == 0
     drain(queue, engine)
     assert queue.result(engine, total) == 5
+
+
+def test_requeue_with_dependents_moves_back_a_large_killed_fan_out_beside_a_backlog(
+        engine: sa.Engine, models: Any, queue: Queue) -> None:
+    fail_once.add(600)
+    [parent] = enqueue(engine, queue, Part(n=600))
+    enqueue(engine, queue, *[Part(n=-n) for n in range(1, 3001)])  # a backlog of archived dead jobs
+    fail_once.update(-n for n in range(1, 3001))
+    killed = enqueue(engine, queue, *[Total() for _ in range(1000)], after=[parent])
+    drain(queue, engine)
+    with Session(engine) as s, s.begin():  # a worker of the kind deletes the owed rows (no on_dead)
+        assert on_dead.discard(models, s, ["total"]) == 1000
+    assert queue.archive(engine, batch_size=2000) == 1 + 3000 + 1000
+
+    queue.requeue(engine, parent, with_dependents=True)
+    live, archived, _ = places(engine, models)
+    assert set(killed) <= live and len(archived) == 3000  # the backlog stays archived
+    drain(queue, engine)
+    assert {queue.result(engine, k) for k in killed} == {600}
 
 
 def blocked(engine: sa.Engine) -> int:
