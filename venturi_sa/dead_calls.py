@@ -15,7 +15,9 @@ transaction that made the job ``dead``.  :func:`make_owed_calls` makes them:
   the hook's writes and the row's removal commit together, once.
 
 A hook that raises is retried with a backoff (``attempts``, ``last_error``
-and ``not_before`` on the row).
+and ``not_before`` on the row).  A row of a kind whose task does not
+override ``on_dead`` owes nothing: an action with the task deletes it, and
+so does every worker running the kind (:mod:`venturi_sa.worker.owed`).
 """
 
 from __future__ import annotations

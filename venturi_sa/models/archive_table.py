@@ -1,7 +1,9 @@
 """The archive's constraints, indexes, partitioning and columns: ``<prefix>_archive`` (migration v9).
 
 Terminal jobs moved out of ``<prefix>_jobs``, one row per archived job:
-``job`` is the job's row as JSON (``to_jsonb`` of the ``<prefix>_jobs`` row),
+``job`` is the job's row as JSON (``to_jsonb`` of the ``<prefix>_jobs`` row; a
+dependent's ``<prefix>_parents`` and ``<prefix>_waits`` rows under the keys
+``after`` and ``waits``, which no jobs column is named),
 ``journal`` its journal rows as a JSON array in ``id`` order, ``timeout``
 and ``trace`` its ``_timeouts`` and ``_traces`` rows, ``steps`` and
 ``signals`` (migration v14) its ``_steps`` and ``_signals`` rows as JSON

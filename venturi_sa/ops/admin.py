@@ -56,8 +56,9 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
             raise InvalidTransition(
                 f"cannot {action.name} job {job_id}: it is {status}, and {action.name} "
                 f"applies only to {action.from_status.value} jobs ({_HINTS[status]})")
-        if with_dependents:  # the dependents its death killed wait for it again (storage/dependents.py)
-            dependents.rearm(models, session, job_id, with_dependents=True)
+        if with_dependents:  # the dependents its death killed (archived ones moved back) wait for it again
+            dependents.rearm(models, session, job_id, with_dependents=True,
+                             restore=lambda parents: archiving.restore_killed(models, session, parents))
         if registry is not None and result.job.status == Status.DEAD.value:
             make_owed_calls(session, models, registry, job_ids=[job_id])
         if reset_steps:
@@ -71,7 +72,8 @@ def requeue(models: Models, engine: sa.Engine, job_id: str, note: str | None = N
 
     Its dependents still waiting count it as unfinished again; with
     ``with_dependents`` the dependents its death killed are requeued too
-    (waiting for it again), in the same transaction.  The job's recorded
+    (waiting for it again; archived ones are moved back first), in the same
+    transaction.  The job's recorded
     steps are kept (they replay), unless ``reset_steps`` deletes them in the
     same transaction.
     """

@@ -84,7 +84,9 @@ def cleanup_archive(models: Models, engine: sa.Engine, params: CleanupParams,
     archive for the drop, waiting at most ``storage.archive.LOCK_TIMEOUT``:
     a partition not dropped then is left for the next cleanup), then
     deletes rows from the partitions that straddle the cutoff, in batches.
-    A filtered cleanup only deletes rows.  ``progress`` gets running totals
+    A filtered cleanup only deletes rows.  An archived parent that a pending
+    or claimed job names in ``after=`` is kept (a dropped day first moves it
+    into today's partition).  ``progress`` gets running totals
     from ``done`` on.
     """
     total = 0

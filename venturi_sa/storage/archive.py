@@ -15,13 +15,19 @@ statement locks:
 * :func:`move_batch` is one statement (data-modifying CTEs): lock up to
   ``batch_size`` terminal rows ``FOR UPDATE SKIP LOCKED``, delete them, and
   insert one archive row per job holding the job row, its journal rows, its
-  time limit, its trace context, its durable steps and signals and its
-  limit key.  The journal, time-limit, trace, step, signal, limit-key and
-  cancel-request rows go from their tables by the ``ON DELETE CASCADE`` that
-  fires at the end of the same statement; the statement's snapshot still
-  reads them.  On commit whole jobs have moved; on rollback or a crash none
-  has (one transaction), so a job is always in exactly one place.
-* :func:`restore` (the move back) locks the row it deletes.
+  time limit, its trace context, its durable steps and signals, its
+  limit key and, for a dependent (``after=``), its dependency links and its
+  count of unfinished parents (keys ``after`` and ``waits`` of the ``job``
+  JSON, which no column of the jobs table is named).  The journal,
+  time-limit, trace, step, signal, limit-key, dependency and cancel-request
+  rows go from their tables by the ``ON DELETE CASCADE`` that fires at the
+  end of the same statement; the statement's snapshot still reads them.
+  On commit whole jobs have moved; on rollback or a crash none has (one
+  transaction), so a job is always in exactly one place.
+* :func:`restore` (the move back) locks the row it deletes, and first the
+  dependent's unfinished parents ``FOR SHARE`` (as an enqueue with
+  ``after=`` does), so that no parent's outcome commits unseen between the
+  read of its status and the links put back.
 * Dropping a day (:mod:`~venturi_sa.storage.archive_retention`) takes
   ``ACCESS EXCLUSIVE`` on the parent; reads
   (:mod:`~venturi_sa.storage.archive_reads`) are plain ``SELECT`` without locks.
@@ -34,11 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from venturi_sa.models import Models
 from venturi_sa.storage import dependents
@@ -145,7 +153,7 @@ WITH picked AS MATERIALIZED (
 ), moved AS (
     INSERT INTO {archive} (id, kind, status, created_at, finished_at, moved_at, job, journal, timeout, trace,
                            steps, signals, limit_key)
-    SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), {job_json},
+    SELECT g.id, g.kind, g.status, g.created_at, g.finished_at, now(), {job_json} || {kept_links},
            coalesce((SELECT jsonb_agg({entry_json} ORDER BY e.id) FROM {journal} AS e WHERE e.job_id = g.id),
                     '[]'::jsonb),
            (SELECT t.timeout FROM {timeouts} AS t WHERE t.job_id = g.id),
@@ -186,6 +194,13 @@ def _compact(table: sa.Table, alias: str, repeated: tuple[str, ...]) -> str:
     return f"to_jsonb({alias}) - ARRAY[{dropped}] - array_remove(ARRAY[{', '.join(empty)}], NULL)"
 
 
+_KEPT_LINKS = (
+    "coalesce((SELECT jsonb_build_object('after', jsonb_agg(to_jsonb(p) - 'job_id' ORDER BY p.position)) "
+    "FROM {parents} AS p WHERE p.job_id = g.id HAVING count(*) > 0), '{{}}'::jsonb) || "
+    "coalesce((SELECT jsonb_build_object('waits', to_jsonb(w) - 'job_id') FROM {waits} AS w "
+    "WHERE w.job_id = g.id), '{{}}'::jsonb)")
+
+
 def _limit_keys(models: Models) -> str:
     table: sa.Table = cast(Any, models.Limits.Key).__table__
     return table.name
@@ -195,7 +210,10 @@ def move_statement(models: Models) -> sa.TextClause:
     """The move (see the module docstring); binds ``after`` (an interval) and ``batch_size``.
 
     Jobs with an owed ``on_dead`` call (``<prefix>_on_dead``) stay until the
-    call is made: the cascade would delete the owed row.  Oldest
+    call is made: the cascade would delete the owed row.  A dependent's
+    ``<prefix>_parents`` rows (each without ``job_id``, in position order) and
+    its ``<prefix>_waits`` row are kept as the ``after`` and ``waits`` keys of
+    the ``job`` JSON; a parent whose dependents have not ended stays.  Oldest
     ``finished_at`` first, through ``_jobs_finished``; the delete is
     primary-key lookups (``id = ANY(ARRAY(…))``: a join with the picked rows
     lets the planner hash them against a scan of the whole table).  Column and table
@@ -207,6 +225,8 @@ def move_statement(models: Models) -> sa.TextClause:
                                 signals=models.signals_table.name, limit_keys=_limit_keys(models),
                                 no_live_dependent=dependents.no_live_dependent_sql(models, "j.id"),
                                 job_json=_compact(models.jobs_table, "g", JOB_KEYS),
+                                kept_links=_KEPT_LINKS.format(parents=models.workflow.parents_table.name,
+                                                              waits=models.workflow.waits_table.name),
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 
 
@@ -229,7 +249,7 @@ def move_batch(models: Models, runner: Runner, params: MoveParams) -> tuple[int,
 
 _RESTORE = """
 WITH gone AS (
-    DELETE FROM {archive} AS a WHERE a.id = :job_id AND a.status = 'dead'
+    DELETE FROM {archive} AS a WHERE a.id = ANY(CAST(:ids AS text[])) AND a.status = 'dead'
     RETURNING a.*
 ), job AS (
     INSERT INTO {jobs} SELECT {job_columns} FROM gone AS g, jsonb_populate_record(NULL::{jobs}, g.job) AS r
@@ -252,18 +272,51 @@ WITH gone AS (
 ), keyed AS (
     INSERT INTO {limit_keys} (job_id, kind, key) SELECT g.id, g.kind, g.limit_key FROM gone AS g
     WHERE g.limit_key IS NOT NULL
+), linked AS (
+    INSERT INTO {parents} (job_id, position, parent_id, policy, done)
+    SELECT g.id, r.position, r.parent_id, r.policy,
+           r.done OR NOT EXISTS (SELECT 1 FROM {jobs} AS pj
+                                 WHERE pj.id = r.parent_id AND pj.status IN ('pending', 'claimed'))
+    FROM gone AS g, jsonb_array_elements(coalesce(g.job -> 'after', '[]'::jsonb)) AS e,
+         jsonb_populate_record(NULL::{parents}, e.value) AS r
+    RETURNING job_id, done
+), waited AS (
+    INSERT INTO {waits} (job_id, remaining, not_before, killed_by)
+    SELECT g.id, (SELECT count(*) FROM linked AS l WHERE l.job_id = g.id AND NOT l.done), r.not_before, r.killed_by
+    FROM gone AS g, jsonb_populate_record(NULL::{waits}, g.job -> 'waits') AS r
+    WHERE g.job -> 'waits' IS NOT NULL
 )
-SELECT count(*) FROM job
+SELECT id FROM job ORDER BY id
+"""
+_LOCK_LINKED = """
+SELECT j.id FROM {jobs} AS j
+WHERE j.id = ANY(ARRAY(SELECT e.value ->> 'parent_id'
+                       FROM {archive} AS a, jsonb_array_elements(a.job -> 'after') AS e
+                       WHERE a.id = ANY(CAST(:ids AS text[])) AND a.status = 'dead'))
+  AND j.status IN ('pending', 'claimed')
+ORDER BY j.id
+FOR SHARE OF j
 """
 
 
 def restore(models: Models, runner: Runner, job_id: str) -> bool:
-    """Move an archived ``dead`` job back into ``<prefix>_jobs`` (with everything the move kept of it).
+    """Move an archived ``dead`` job back (:func:`restore_many`); False if it is not an archived dead job."""
+    return bool(restore_many(models, runner, [job_id]))
 
-    One statement in the caller's transaction: on commit the job is live
-    again (still ``dead``) and gone from the archive; on rollback it stays
-    archived.  Journal ids are kept.  Returns False if the job is not an
-    archived dead job.
+
+def restore_many(models: Models, runner: Runner, job_ids: Sequence[str]) -> list[str]:
+    """Move archived ``dead`` jobs back into ``<prefix>_jobs`` (with everything the move kept of them).
+
+    In the caller's transaction: on commit the job is live again (still
+    ``dead``) and gone from the archive; on rollback it stays archived.
+    Journal ids are kept.  A dependent gets its dependency links and its
+    count row back: a link counts as done if it was, or if its parent is no
+    longer pending or claimed (it ended while the dependent was archived),
+    and the count is the links not done.  Its unfinished parents are first
+    locked ``FOR SHARE`` until the caller's transaction ends (needs READ
+    COMMITTED, as ``after=`` does).  Two statements, whatever the number
+    of jobs.  Returns the ids moved back, in id order (those of
+    ``job_ids`` that were archived ``dead`` jobs).
     """
     n = models.names
     # JSON columns are taken as they are (jsonb_populate_record would make a JSON null SQL NULL); one left out
@@ -278,9 +331,38 @@ def restore(models: Models, runner: Runner, job_id: str) -> bool:
 
     jobs = ", ".join(column(c, JOB_KEYS, "job") for c in models.jobs_table.c)
     entries = ", ".join(column(c, ENTRY_KEYS, "journal") for c in models.journal_table.c)
+    parents, waits = models.workflow.parents_table.name, models.workflow.waits_table.name
+    ids = sa.bindparam("ids", list(job_ids), type_=ARRAY(sa.Text))
+    runner.execute(sa.text(_LOCK_LINKED.format(jobs=n.jobs, archive=n.archive)).bindparams(ids)).all()
     sql = _RESTORE.format(archive=n.archive, jobs=n.jobs, journal=n.journal, timeouts=n.timeouts, traces=n.traces,
                           steps=models.steps_table.name, signals=models.signals_table.name,
+                          parents=parents, waits=waits,
                           limit_keys=_limit_keys(models), job_columns=jobs, entry_columns=entries,
                           step_columns=", ".join(element(c) for c in models.steps_table.c),
                           signal_columns=", ".join(element(c) for c in models.signals_table.c))
-    return bool(runner.execute(sa.text(sql), {"job_id": job_id}).scalar_one())
+    return list(runner.execute(sa.text(sql).bindparams(ids)).scalars())
+
+
+_KILLED = """
+SELECT a.id FROM {archive} AS a
+WHERE a.status = 'dead' AND a.job -> 'waits' ->> 'killed_by' = ANY(CAST(:parents AS text[]))
+  AND a.finished_at >= (SELECT min(j.created_at) FROM {jobs} AS j WHERE j.id = ANY(CAST(:parents AS text[])))
+ORDER BY a.id
+"""
+
+
+def restore_killed(models: Models, runner: Runner, parents: Sequence[str]) -> list[str]:
+    """Move back (:func:`restore_many`) the archived dependents that the deaths of the live jobs ``parents`` killed.
+
+    For ``requeue(..., with_dependents=True)``: they are then live and
+    ``dead``, with their links, as if they had never moved.  One read of
+    the archived ``dead`` jobs that finished since the oldest of
+    ``parents`` was created (a dependent a parent killed died after it was
+    enqueued), then :func:`restore_many`.  Returns their ids; the caller
+    commits.
+    """
+    n = models.names
+    stmt = sa.text(_KILLED.format(archive=n.archive, jobs=n.jobs)).bindparams(
+        sa.bindparam("parents", list(parents), type_=ARRAY(sa.Text)))
+    found = list(runner.execute(stmt).scalars())
+    return restore_many(models, runner, found) if found else []

@@ -79,15 +79,24 @@ def journal_statement(models: Models, job_id: str) -> sa.Select[Any]:
     return stmt.add_columns(*columns).order_by(sa.cast(value["id"].astext, sa.BigInteger))
 
 
+def archived_result_sql(alias: str) -> str:
+    """SQL text: the result of the archived job ``alias`` (an archive row), the attachment of its last ``completed``
+    journal entry (NULL if it has none).  What ``queue.result`` and the parents' reads give for an archived job."""
+    return (f"(SELECT e.value -> 'attachment' FROM jsonb_array_elements({alias}.journal) AS e "
+            "WHERE e.value ->> 'outcome' = 'completed' ORDER BY CAST(e.value ->> 'id' AS bigint) DESC LIMIT 1)")
+
+
+def archived_note_sql(alias: str) -> str:
+    """SQL text: the note of the last journal entry of the archived job ``alias`` (NULL if it has none)."""
+    return (f"(SELECT e.value ->> 'note' FROM jsonb_array_elements({alias}.journal) AS e "
+            "ORDER BY CAST(e.value ->> 'id' AS bigint) DESC LIMIT 1)")
+
+
 def result_statement(models: Models, job_id: str) -> sa.Select[Any]:
     """``(status, result)`` of an archived job: the attachment of its last ``completed`` journal entry."""
     archive = models.archive_table
-    entry = sa.func.jsonb_array_elements(archive.c.journal).table_valued("value").alias("entry")
-    value = sa.type_coerce(entry.c.value, JSONB)
-    last = (sa.select(sa.type_coerce(value["attachment"], models.journal_table.c.attachment.type))
-            .select_from(entry).where(value["outcome"].astext == "completed")
-            .order_by(sa.cast(value["id"].astext, sa.BigInteger).desc()).limit(1)
-            .correlate(archive).scalar_subquery())
+    last = sa.type_coerce(sa.literal_column(archived_result_sql(archive.name)),
+                          models.journal_table.c.attachment.type)
     return sa.select(archive.c.status, last.label("result")).where(archive.c.id == job_id)
 
 

@@ -1,8 +1,10 @@
 """Reads of the dependency tables: a job's parents and dependents, why it waits, how many wait.
 
 Plain ``SELECT``s without locks, in the caller's transaction.  A parent that
-moved to the archive is read from it (its kind and status; its result and
-note are then None).
+moved to the archive is read from it (its kind, status, result and note, from
+the journal the archive row keeps, as ``queue.result`` reads it), and so are
+the parents of a dependent that moved there itself (the links its archive
+row keeps, see :mod:`venturi_sa.storage.archive`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
+from venturi_sa.storage.archive_reads import archived_note_sql, archived_result_sql
 from venturi_sa.storage.params import Runner
 
 
 def _names(models: Models) -> dict[str, str]:
     n = models.names
     return {"jobs": n.jobs, "journal": n.journal, "archive": n.archive,
-            "waits": models.workflow.waits_table.name, "parents": models.workflow.parents_table.name}
+            "waits": models.workflow.waits_table.name, "parents": models.workflow.parents_table.name,
+            "archived_result": archived_result_sql("a"), "archived_note": archived_note_sql("a")}
 
 
 _STATEMENTS: dict[tuple[str, str], sa.TextClause] = {}
@@ -44,15 +48,28 @@ class ParentsParams:
 
 
 _PARENTS = """
-SELECT p.parent_id AS id, coalesce(j.kind, a.kind) AS kind, coalesce(j.status, a.status) AS status,
-       (SELECT e.attachment FROM {journal} AS e
-        WHERE e.job_id = p.parent_id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1) AS result,
-       (SELECT e.note FROM {journal} AS e WHERE e.job_id = p.parent_id ORDER BY e.id DESC LIMIT 1) AS note
-FROM {parents} AS p
-LEFT JOIN {jobs} AS j ON j.id = p.parent_id
-LEFT JOIN {archive} AS a ON j.id IS NULL AND a.id = p.parent_id
-WHERE p.job_id = :job_id AND p.position >= :offset
-ORDER BY p.position
+WITH links AS (
+    SELECT p.position, p.parent_id FROM {parents} AS p WHERE p.job_id = :job_id
+    UNION ALL
+    SELECT CAST(e.value ->> 'position' AS integer), e.value ->> 'parent_id'
+    FROM {archive} AS d, jsonb_array_elements(d.job -> 'after') AS e
+    WHERE d.id = :job_id
+)
+SELECT l.parent_id AS id, s.kind, s.status, s.result, s.note
+FROM links AS l
+LEFT JOIN LATERAL (
+    SELECT j.kind, j.status,
+           (SELECT e.attachment FROM {journal} AS e
+            WHERE e.job_id = j.id AND e.outcome = 'completed' ORDER BY e.id DESC LIMIT 1) AS result,
+           (SELECT e.note FROM {journal} AS e WHERE e.job_id = j.id ORDER BY e.id DESC LIMIT 1) AS note
+    FROM {jobs} AS j WHERE j.id = l.parent_id
+    UNION ALL
+    SELECT a.kind, a.status, {archived_result}, {archived_note}
+    FROM {archive} AS a WHERE a.id = l.parent_id
+    LIMIT 1
+) AS s ON true
+WHERE l.position >= :offset
+ORDER BY l.position
 LIMIT :limit
 """
 
@@ -61,12 +78,21 @@ def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Ro
     """Rows ``(id, kind, status, result, note)`` of the job's parents, in the order ``after=`` gave them.
 
     ``result`` is the attachment of the parent's last ``completed`` journal
-    row (None unless it completed), ``note`` its last journal note.
+    row (None unless it completed), ``note`` its last journal note: read
+    from the archive row's journal when the parent was archived.  The links
+    are the live ``<prefix>_parents`` rows, or the ones the archive row of an
+    archived dependent keeps.  Each parent is primary-key probes (the jobs
+    table, then the archive's days only if it is not live), so the cost
+    does not grow with either table.
     """
-    stmt = _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
+    return list(runner.execute(parents_statement(models), {"job_id": params.job_id, "offset": params.offset,
+                                                           "limit": params.limit}))
+
+
+def parents_statement(models: Models) -> sa.TextClause:
+    """The statement :func:`parents` runs; binds ``job_id``, ``offset`` and ``limit``."""
+    return _statement(models, "parents", _PARENTS, id=sa.Text, kind=sa.Text, status=sa.Text,
                       result=postgresql.JSONB(none_as_null=True), note=sa.Text)
-    return list(runner.execute(stmt, {"job_id": params.job_id, "offset": params.offset,
-                                      "limit": params.limit}))
 
 
 _DEPENDENTS = """

@@ -27,7 +27,7 @@ chain.  Nothing here commits; on rollback nothing happened.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -290,7 +290,8 @@ WHERE j.id = :id AND j.status = 'pending' AND (SELECT o.remaining FROM own AS o)
 """
 
 
-def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool = False) -> list[str]:
+def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool = False,
+          restore: Callable[[list[str]], object] | None = None) -> list[str]:
     """``parent`` is pending again (requeued): its waiting dependents count it as unfinished again.
 
     A waiting dependent is one whose count of unfinished parents is above
@@ -301,8 +302,11 @@ def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool 
     If ``parent`` itself still has unfinished parents, it waits for them again.
 
     With ``with_dependents`` the dependents its death killed are requeued too
-    (waiting again, journaled ``released``), and theirs, down the chain.
-    Returns every job so requeued.  The caller commits.
+    (waiting again, journaled ``released``), and theirs, down the chain;
+    ``restore(job_ids)`` is called first with each generation of jobs whose
+    killed dependents are sought, to move back those that were archived
+    (``storage.archive.restore_killed``).  Returns every job so requeued.
+    The caller commits.
     """
     stmt = _statement(models, "rearm", _REARM, parent=sa.Text, with_dependents=sa.Boolean)
     runner.execute(_statement(models, "rewait", _REWAIT, id=sa.Text), {"id": parent})
@@ -310,6 +314,8 @@ def rearm(models: Models, runner: Runner, parent: str, *, with_dependents: bool 
     frontier = [parent]
     while frontier:
         found: list[str] = []
+        if with_dependents and restore is not None:
+            restore(frontier)
         for job_id in frontier:
             found += runner.execute(stmt, {"parent": job_id, "with_dependents": with_dependents}).scalar_one()
         revived += found

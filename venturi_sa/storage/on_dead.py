@@ -4,7 +4,11 @@ A row is written in the transaction that made its job ``dead`` where the
 task's code was not at hand (a lease recovery, a cancel found undelivered at
 a retry or release, an operator action).  Whoever has the task's code takes
 rows with ``FOR UPDATE SKIP LOCKED`` (two takers never make the same call),
-deletes each in the transaction that runs its hook, or defers it.
+deletes each in the transaction that runs its hook, or defers it.  The
+writer cannot always tell whether the task declares ``on_dead`` (a
+dependent killed by its parent's outcome, an operator without the code):
+a worker whose task of the kind has none deletes its rows
+(:func:`discard`), so the job can be archived.
 """
 
 from __future__ import annotations
@@ -50,3 +54,18 @@ def defer(models: Models, runner: Runner, call_id: int, error: str, wait: timede
     owed = models.on_dead_table
     runner.execute(sa.update(owed).where(owed.c.id == call_id).values(
         attempts=owed.c.attempts + 1, last_error=error, not_before=sa.func.now() + wait))
+
+
+def discard(models: Models, runner: Runner, kinds: Sequence[str]) -> int:
+    """Delete every owed call of ``kinds`` (kinds whose task declares no ``on_dead``: no call is owed); how many.
+
+    Rows another transaction holds are skipped (left for the next pass).
+    The caller commits; on rollback the rows stay.
+    """
+    if not kinds:
+        return 0
+    owed = models.on_dead_table
+    held = (sa.select(owed.c.id).where(owed.c.kind.in_(list(kinds)))
+            .with_for_update(skip_locked=True).scalar_subquery())
+    return len(runner.execute(sa.delete(owed).where(owed.c.id == sa.any_(sa.func.ARRAY(held)))
+                              .returning(owed.c.id)).all())

@@ -127,7 +127,8 @@ class JobContext(DurableSteps):
         """This job's parents (``after=``) in the order given: ``ParentInfo(id, kind, status, result, note)``.
 
         Read in one query on first access, then kept; ``result`` is None
-        unless the parent completed.  See :meth:`iter_parents` for large fan-ins.
+        unless the parent completed (read from the archive for a parent
+        moved there).  See :meth:`iter_parents` for large fan-ins.
         """
         if self._parents is None:
             self._parents = parent_reads.read(self)

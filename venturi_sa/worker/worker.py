@@ -6,8 +6,8 @@ each run through its lifecycle (:mod:`~venturi_sa.worker.pipeline`, the one
 file to read); the completer's batch writer records most outcomes
 (:mod:`~venturi_sa.worker.completer`); a lease keeper renews and recovers
 leases and delivers cancels; a listener wakes the producer on ``NOTIFY``;
-a firer fires schedules; and, when a task overrides ``on_dead``, a thread
-makes the ``on_dead`` calls owed to this worker's kinds.  Start and stop are in
+a firer fires schedules; and a thread makes the ``on_dead`` calls owed to
+this worker's kinds (and deletes the owed rows of its kinds without one).  Start and stop are in
 :mod:`~venturi_sa.worker.lifecycle`.  No transaction stays open while a
 handler runs, except the handler's own ``ctx.session``; every session the
 worker opens runs at READ COMMITTED, whatever the engine's default.
@@ -47,7 +47,7 @@ from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.lease_keeper import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
-from venturi_sa.worker.owed import OwedCaller, hooked_kinds
+from venturi_sa.worker.owed import OwedCaller
 from venturi_sa.worker.pipeline import RunPipeline
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run
@@ -308,12 +308,12 @@ class Worker:
                      on_event=self._emit)
 
     def _owed_caller(self) -> OwedCaller | None:
-        """The thread making owed ``on_dead`` calls, if a kind this worker runs overrides ``on_dead``."""
-        kinds = hooked_kinds(self.queue.registry, self.kinds)
-        if not kinds:
+        """The thread making the owed ``on_dead`` calls of this worker's kinds (and dropping those of kinds without
+        ``on_dead``: nobody else would, and a job with an owed row is never archived)."""
+        if not self.kinds:
             return None
         sessions = self._sessions if isinstance(self.engine, sa.Engine) else self._open_session
-        return OwedCaller(self.models, self.queue.registry, kinds, sessions, every=self.recover_interval,
+        return OwedCaller(self.models, self.queue.registry, list(self.kinds), sessions, every=self.recover_interval,
                           stopping=self._halt)
 
     def _archiver(self) -> Archiver | None:

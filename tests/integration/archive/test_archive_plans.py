@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from support.archives import attach_days, noon, put
 from support.ops import nodes, plan_of
 
-from venturi_sa.storage import archive, archive_reads, stats
+from venturi_sa.storage import archive, archive_reads, dependent_reads, stats
 from venturi_sa.storage.history import HistoryParams
 
 PER_DAY = 3000
@@ -63,3 +63,28 @@ def test_a_move_walks_jobs_finished_from_its_floor(engine: sa.Engine, models: An
         after=timedelta(minutes=1), batch_size=1000, floor=datetime.now(timezone.utc) - timedelta(hours=2))))
     assert {models.names.index("jobs_finished"), models.names.index("jobs_pkey")} <= used
     assert jobs.name not in scanned
+
+
+def test_the_parents_read_probes_each_parent_by_primary_key(engine: sa.Engine, models: Any) -> None:
+    first = datetime.now(timezone.utc).date() - timedelta(days=2)
+    days = attach_days(engine, models, first, 2)
+    a = models.archive_table
+    with engine.begin() as conn:
+        for n, day in enumerate(days):  # each archived job names the one before it in after=
+            at = noon(first + timedelta(days=n))
+            conn.execute(sa.text(
+                f"INSERT INTO {a.name} (id, kind, status, created_at, finished_at, moved_at, job, journal) "
+                "SELECT :day || lpad(g::text, 8, '0'), 'k', 'completed', :at, :at, :at, "
+                "jsonb_build_object('after', jsonb_build_array(jsonb_build_object('position', 0, 'parent_id', "
+                ":day || lpad((g - 1)::text, 8, '0'), 'policy', 'cancel', 'done', true))), "
+                "jsonb_build_array(jsonb_build_object('id', g, 'outcome', 'completed', 'attachment', g)) "
+                "FROM generate_series(1, :n) AS g"), {"day": day[-8:], "at": at, "n": PER_DAY})
+        conn.execute(sa.text(f"ANALYZE {a.name}"))
+    child = f"{days[1][-8:]}{PER_DAY:08d}"
+    stmt = dependent_reads.parents_statement(models).bindparams(job_id=child, offset=0, limit=None)
+    used, scanned = reads(plan_of(engine, stmt))
+    assert used >= {f"{day}_pkey" for day in days} and not scanned & set(days)
+    with engine.connect() as conn:
+        rows = dependent_reads.parents(models, conn, dependent_reads.ParentsParams(job_id=child))
+    assert [(r.id, r.status, r.result) for r in rows] == [(f"{days[1][-8:]}{PER_DAY - 1:08d}", "completed",
+                                                           PER_DAY - 1)]
