@@ -1,11 +1,17 @@
 """Cancel requests: a pending job ends ``dead`` now, a claimed one gets a durable request its worker reads.
 
 Every verb runs in the caller's transaction and never commits.  The job's
-row is locked first (``SELECT … FOR UPDATE``), its status checked, and the
-change written with the expected status repeated in the ``WHERE`` clause
-together with its journal row (``storage.admin.guarded_write``), so a
-worker's fenced outcome write and a cancel of the same job serialize:
-exactly one of them wins.  A request is a row of ``<prefix>_cancels``: the
+row is locked first ``FOR KEY SHARE`` and its status read.  A running job
+(claimed, lease not expired) gets its request under that lock: it waits for
+an outcome write in progress (which locks the row ``FOR UPDATE`` first) and
+holds the next one back until the caller's transaction ends, but never the
+run's lease renewal, so a cancel in a long transaction cannot cost the run
+its lease.  A job to end now (pending, or its lease expired) is locked
+``FOR UPDATE`` (waiting for ``after=`` enqueues naming it) and its status
+read again before the change is written with the expected status repeated
+in the ``WHERE`` clause together with its journal row
+(``storage.admin.guarded_write``), so a worker's fenced outcome write, a
+claim and a cancel of the same job serialize: exactly one of them wins.  A request is a row of ``<prefix>_cancels``: the
 holding worker's lease renewal reads it (``storage/leases.py``); one its run
 never read is applied by the run's outcome write (``storage/outcomes.py``) or
 by recovery (``storage/recovery.py``).
@@ -62,17 +68,22 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     the holding worker's next lease renewal; a ``NOTIFY`` sent on commit
     asks listening workers to renew at once.  A terminal job is left as it is.
     """
-    current = runner.execute(lock_statement(models, params.job_id)).first()
+    current = runner.execute(lock_statement(models, params.job_id, key_share=True)).first()
     if current is None:
         return CancelResult(job=None)
-    if current.status == Status.PENDING.value:
-        return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
-    if current.status != Status.CLAIMED.value:
+    if current.status not in (Status.PENDING.value, Status.CLAIMED.value):
         return CancelResult(job=current)
-    if runner.execute(sa.select(sa.func.now() > moment(current.claim_expires_at))).scalar_one():
-        # Its worker is gone (the lease expired unrenewed): end it now; a late write is fenced out.
-        return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
-                            done=True)
+    if current.status == Status.PENDING.value or _expired(runner, current):
+        # Ends now: lock it FOR UPDATE (no claim, renewal, recovery or after= enqueue of it runs
+        # meanwhile) and decide again on the row as it is now.
+        current = runner.execute(lock_statement(models, params.job_id)).one()
+        if current.status == Status.PENDING.value:
+            return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
+        if current.status != Status.CLAIMED.value:
+            return CancelResult(job=current)
+        if _expired(runner, current):  # its worker is gone: end it now; a late write is fenced out
+            return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
+                                done=True)
     runner.execute(
         postgresql.insert(models.CancelRequest)
         .values(job_id=current.id, run_no=current.run_count, actor=params.actor, note=params.note,
@@ -81,6 +92,22 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     )
     runner.execute(drivers.notify_statement(models.names.channel, CANCEL_PAYLOAD))
     return CancelResult(job=current, requested=True)
+
+
+def hold(models: Models, runner: Runner, job_id: str) -> sa.Row[Any] | None:
+    """Lock the job ``FOR KEY SHARE`` until the caller's transaction ends; the row (None: no such job).
+
+    Its terminal outcome cannot commit while this lock is held (an outcome
+    write locks ``FOR UPDATE`` first); its lease renewal is not held back.
+    """
+    return runner.execute(lock_statement(models, job_id, key_share=True)).first()
+
+
+def _expired(runner: Runner, row: sa.Row[Any]) -> bool:
+    """A claimed job's lease has expired unrenewed (by the database clock)."""
+    if row.status != Status.CLAIMED.value:
+        return False
+    return bool(runner.execute(sa.select(sa.func.now() > moment(row.claim_expires_at))).scalar_one())
 
 
 def _end_now(models: Models, runner: Runner, params: CancelParams, status: Status,
