@@ -1,0 +1,113 @@
+"""``cancel(J, with_dependents=True)`` racing J's completion: no deadlock, and never "cancel failed, dependents ran"."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+from support.control import watched
+from support.waiting import WAIT, wait_until
+from support.workers import enqueue
+
+from venturi_sa import JobContext, Queue, Task
+
+pytestmark = pytest.mark.timeout(120)
+
+DEPENDENTS = 300
+ROUNDS = 3
+
+
+class Child(Task):
+    KIND = "child"  # no worker runs it: a released child stays pending, so the end state is readable
+
+    def run(self, ctx: JobContext) -> None:
+        pass
+
+
+def _statuses(engine: sa.Engine, models: Any, ids: list[str]) -> dict[str, int]:
+    job = models.Job
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(job.status, sa.func.count()).where(job.id.in_(ids)).group_by(job.status))
+        return {r[0]: int(r[1]) for r in rows}
+
+
+def _children(engine: sa.Engine, queue: Queue, parent: str) -> list[str]:
+    with Session(engine) as s, s.begin():
+        return queue.enqueue_many(s, [Child() for _ in range(DEPENDENTS)], after=[parent], ids_only=True)
+
+
+def test_a_cancel_with_dependents_racing_the_parent_s_completion_never_deadlocks(engine: sa.Engine,
+                                                                                models: Any) -> None:
+    go = threading.Event()
+    started = threading.Semaphore(0)
+
+    class Parent(Task):
+        KIND = "parent"
+
+        def run(self, ctx: JobContext) -> None:
+            started.release()
+            go.wait(WAIT)
+
+    queue = Queue(models, [Parent, Child])
+    canceller: dict[str, int] = {}
+    midway = threading.Event()
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if threading.get_ident() in canceller:
+            canceller[threading.get_ident()] += 1
+            if canceller[threading.get_ident()] >= 40:  # several dependents are cancelled, the rest not yet
+                midway.set()
+
+    try:
+        with watched(queue, engine, kinds=["parent"], poll_interval=0.05) as events:
+            for _ in range(ROUNDS):
+                go.clear()
+                midway.clear()
+                [parent] = enqueue(engine, queue, Parent())
+                children = _children(engine, queue, parent)
+                assert started.acquire(timeout=WAIT)
+                results: list[Any] = []
+
+                def cancel() -> None:
+                    canceller[threading.get_ident()] = 0
+                    try:
+                        results.append(queue.cancel(engine, parent, "stop the workflow", with_dependents=True))
+                    except Exception as exc:  # noqa: BLE001 - asserted below
+                        results.append(exc)
+
+                thread = threading.Thread(target=cancel)
+                thread.start()
+                assert midway.wait(WAIT)
+                go.set()  # the parent completes while the cancel is under way
+                thread.join(WAIT)
+                assert not thread.is_alive()
+                [result] = results
+                assert not isinstance(result, Exception), f"the cancel failed: {result!r}"
+                events.wait_for("finished", job_id=parent, recorded=True)
+                # Whichever committed first, no dependent was left to run.
+                assert _statuses(engine, models, children) == {"dead": DEPENDENTS}
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+
+
+def test_a_cancel_with_dependents_after_the_parent_completed_cancels_the_released_dependents(
+        engine: sa.Engine, models: Any) -> None:
+    class Parent(Task):
+        KIND = "parent"
+
+        def run(self, ctx: JobContext) -> None:
+            pass
+
+    queue = Queue(models, [Parent, Child])
+    [parent] = enqueue(engine, queue, Parent())
+    children = _children(engine, queue, parent)
+    with watched(queue, engine, kinds=["parent"], poll_interval=0.05) as events:
+        events.wait_for("finished", job_id=parent, recorded=True)
+    wait_until(lambda: _statuses(engine, models, children) == {"pending": DEPENDENTS}, what="released children")
+    done = queue.cancel(engine, parent, with_dependents=True)
+    assert (done.status, done.result) == ("completed", "ended")
+    assert _statuses(engine, models, children) == {"dead": DEPENDENTS}
