@@ -52,7 +52,7 @@ def test_a_cancel_with_dependents_racing_the_parent_s_completion_never_deadlocks
             go.wait(WAIT)
 
     queue = Queue(models, [Parent, Child])
-    canceller: dict[str, int] = {}
+    canceller: dict[int, int] = {}
     midway = threading.Event()
 
     @sa.event.listens_for(engine, "before_cursor_execute")
@@ -72,14 +72,7 @@ def test_a_cancel_with_dependents_racing_the_parent_s_completion_never_deadlocks
                 assert started.acquire(timeout=WAIT)
                 results: list[Any] = []
 
-                def cancel() -> None:
-                    canceller[threading.get_ident()] = 0
-                    try:
-                        results.append(queue.cancel(engine, parent, "stop the workflow", with_dependents=True))
-                    except Exception as exc:  # noqa: BLE001 - asserted below
-                        results.append(exc)
-
-                thread = threading.Thread(target=cancel)
+                thread = threading.Thread(target=_cancel, args=(queue, engine, parent, results, canceller))
                 thread.start()
                 assert midway.wait(WAIT)
                 go.set()  # the parent completes while the cancel is under way
@@ -92,6 +85,14 @@ def test_a_cancel_with_dependents_racing_the_parent_s_completion_never_deadlocks
                 assert _statuses(engine, models, children) == {"dead": DEPENDENTS}
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
+
+
+def _cancel(queue: Queue, engine: sa.Engine, parent: str, results: list[Any], canceller: dict[int, int]) -> None:
+    canceller[threading.get_ident()] = 0  # its statements are counted
+    try:
+        results.append(queue.cancel(engine, parent, "stop the workflow", with_dependents=True))
+    except Exception as exc:  # noqa: BLE001 - asserted by the test
+        results.append(exc)
 
 
 def test_a_cancel_with_dependents_after_the_parent_completed_cancels_the_released_dependents(
