@@ -123,8 +123,9 @@ def cancel_with_dependents(models: Models, runner: Runner, job_id: str, note: st
                            registry: Registry | None = None) -> Cancelled:
     """Cancel ``job_id`` and every transitive dependent not yet terminal, whatever its policy.
 
-    The job is locked first (``FOR KEY SHARE``: its terminal outcome waits
-    for this transaction, its lease renewal does not), then its dependents
+    The job is locked first, as a cancel locks it (``storage.cancels.hold``:
+    its terminal outcome waits for this transaction, a running job's lease
+    renewal does not), then its dependents
     are read and cancelled in id order (a pending one ends ``dead`` now, a
     claimed one gets a cancel request), each journaled with a note naming
     the job; then the job itself, as :func:`~venturi_sa.ops.cancel.cancel`.

@@ -1,18 +1,19 @@
 """Cancel requests: a pending job ends ``dead`` now, a claimed one gets a durable request its worker reads.
 
 Every verb runs in the caller's transaction and never commits.  The job's
-row is locked first ``FOR KEY SHARE`` and its status read.  A running job
-(claimed, lease not expired) gets its request under that lock: it waits for
-an outcome write in progress (which locks the row ``FOR UPDATE`` first) and
-holds the next one back until the caller's transaction ends, but never the
-run's lease renewal, so a cancel in a long transaction cannot cost the run
-its lease.  A job to end now (pending, or its lease expired) is locked
-``FOR UPDATE`` (waiting for ``after=`` enqueues naming it) and its status
-read again before the change is written with the expected status repeated
-in the ``WHERE`` clause together with its journal row
-(``storage.admin.guarded_write``), so a worker's fenced outcome write, a
-claim and a cancel of the same job serialize: exactly one of them wins.  A request is a row of ``<prefix>_cancels``: the
-holding worker's lease renewal reads it (``storage/leases.py``); one its run
+row is locked first (:func:`hold`) and its status read under the lock.  A
+running job (claimed, lease not expired) is locked ``FOR KEY SHARE`` and
+gets its request under that lock: it waits for an outcome write in progress
+(which locks the row ``FOR UPDATE`` first) and holds the next one back until
+the caller's transaction ends, but never the run's lease renewal, so a
+cancel in a long transaction cannot cost the run its lease.  A job to end
+now (pending, or its lease expired) is locked ``FOR UPDATE`` (waiting for
+``after=`` enqueues naming it) before the change is written with the
+expected status repeated in the ``WHERE`` clause together with its journal
+row (``storage.admin.guarded_write``), so a worker's fenced outcome write,
+a claim and a cancel of the same job serialize: exactly one of them wins.
+A request is a row of ``<prefix>_cancels``: the holding worker's lease
+renewal reads it (``storage/leases.py``); one its run
 never read is applied by the run's outcome write (``storage/outcomes.py``) or
 by recovery (``storage/recovery.py``).
 """
@@ -68,22 +69,16 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     the holding worker's next lease renewal; a ``NOTIFY`` sent on commit
     asks listening workers to renew at once.  A terminal job is left as it is.
     """
-    current = runner.execute(lock_statement(models, params.job_id, key_share=True)).first()
+    current = hold(models, runner, params.job_id)
     if current is None:
         return CancelResult(job=None)
-    if current.status not in (Status.PENDING.value, Status.CLAIMED.value):
+    if current.status == Status.PENDING.value:
+        return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
+    if current.status != Status.CLAIMED.value:
         return CancelResult(job=current)
-    if current.status == Status.PENDING.value or _expired(runner, current):
-        # Ends now: lock it FOR UPDATE (no claim, renewal, recovery or after= enqueue of it runs
-        # meanwhile) and decide again on the row as it is now.
-        current = runner.execute(lock_statement(models, params.job_id)).one()
-        if current.status == Status.PENDING.value:
-            return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
-        if current.status != Status.CLAIMED.value:
-            return CancelResult(job=current)
-        if _expired(runner, current):  # its worker is gone: end it now; a late write is fenced out
-            return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
-                                done=True)
+    if _expired(runner, current):  # its worker is gone: end it now; a late write is fenced out
+        return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
+                            done=True)
     runner.execute(
         postgresql.insert(models.CancelRequest)
         .values(job_id=current.id, run_no=current.run_count, actor=params.actor, note=params.note,
@@ -94,13 +89,45 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     return CancelResult(job=current, requested=True)
 
 
-def hold(models: Models, runner: Runner, job_id: str) -> sa.Row[Any] | None:
-    """Lock the job ``FOR KEY SHARE`` until the caller's transaction ends; the row (None: no such job).
+HOLD_TRIES = 5
+"""How often :func:`hold` takes the other lock when the job changed between its read and its lock."""
 
-    Its terminal outcome cannot commit while this lock is held (an outcome
-    write locks ``FOR UPDATE`` first); its lease renewal is not held back.
+
+def hold(models: Models, runner: Runner, job_id: str) -> sa.Row[Any] | None:
+    """Lock the job for a cancel until the caller's transaction ends; the row as locked (None: no such job).
+
+    A running job (claimed, its lease not expired) is locked ``FOR KEY
+    SHARE``: its outcome write waits for the caller's commit (it locks ``FOR
+    UPDATE`` first), its lease renewal does not.  Any other job is locked
+    ``FOR UPDATE``: it is not claimed, recovered or written meanwhile, and
+    the ``after=`` enqueues naming it have committed (its settle sees their
+    dependency rows).  The strength is chosen from an unlocked read and the
+    lock taken in a savepoint: if the job changed in between, the savepoint
+    is rolled back (which drops the lock, so no lock is ever upgraded, and
+    two cancels cannot deadlock on one row) and the other lock is taken.
     """
-    return runner.execute(lock_statement(models, job_id, key_share=True)).first()
+    row = None
+    for _ in range(HOLD_TRIES):
+        row = runner.execute(lock_statement(models, job_id, lock=False)).first()
+        if row is None:
+            return None
+        running = _running(runner, row)
+        savepoint = _connection(runner).begin_nested()
+        row = runner.execute(lock_statement(models, job_id, key_share=running)).first()
+        if row is None or _running(runner, row) == running:
+            savepoint.commit()
+            return row
+        savepoint.rollback()
+    return runner.execute(lock_statement(models, job_id)).first()  # it kept changing: take the stronger lock
+
+
+def _connection(runner: Runner) -> sa.Connection:
+    """The Core connection of ``runner``: a savepoint on it fires none of the application's session events."""
+    return runner if isinstance(runner, sa.Connection) else runner.connection()
+
+
+def _running(runner: Runner, row: sa.Row[Any]) -> bool:
+    return row.status == Status.CLAIMED.value and not _expired(runner, row)
 
 
 def _expired(runner: Runner, row: sa.Row[Any]) -> bool:

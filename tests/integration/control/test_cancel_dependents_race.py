@@ -112,3 +112,38 @@ def test_a_cancel_with_dependents_after_the_parent_completed_cancels_the_release
     done = queue.cancel(engine, parent, with_dependents=True)
     assert (done.status, done.result) == ("completed", "ended")
     assert _statuses(engine, models, children) == {"dead": DEPENDENTS}
+
+
+def _cancel_in_session(queue: Queue, engine: sa.Engine, parent: str, start: threading.Barrier,
+                       results: list[Any]) -> None:
+    start.wait(WAIT)
+    try:
+        with Session(engine) as s, s.begin():
+            results.append(queue.cancel(s, parent, with_dependents=True).result)
+    except Exception as exc:  # noqa: BLE001 - asserted by the test
+        results.append(type(exc).__name__)
+
+
+def test_two_cancels_with_dependents_of_one_pending_job_at_once_never_deadlock(engine: sa.Engine,
+                                                                               models: Any) -> None:
+    """In the callers' own sessions (no retry): one cancels the workflow, the other finds it already dead."""
+    class Parent(Task):
+        KIND = "parent"
+
+        def run(self, ctx: JobContext) -> None:
+            pass
+
+    queue = Queue(models, [Parent, Child])
+    for _ in range(ROUNDS):
+        [parent] = enqueue(engine, queue, Parent())
+        children = _children(engine, queue, parent)
+        start = threading.Barrier(2)
+        results: list[Any] = []
+        threads = [threading.Thread(target=_cancel_in_session, args=(queue, engine, parent, start, results))
+                   for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT)
+        assert sorted(results) == ["InvalidTransition", "cancelled"]
+        assert _statuses(engine, models, children) == {"dead": DEPENDENTS}
