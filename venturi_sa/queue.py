@@ -176,9 +176,10 @@ class Queue(Operations):
         raises with the session as it was.  Read ``job.id`` before the session
         closes.  ``after=`` (jobs or ids of this queue) makes it wait until
         each has ended; ``if_parent_dead="cancel"`` ends it dead if one dies,
-        ``"run"`` runs it anyway.  The parents stay locked ``FOR SHARE`` until
-        the caller's transaction ends (a long transaction holds back their
-        outcome writes); it needs READ COMMITTED (docs/workflows.md).
+        ``"run"`` runs it anyway.  The parents stay locked ``FOR KEY SHARE``
+        until the caller's transaction ends (a long transaction holds back
+        their outcome writes, never a running parent's lease renewal); it
+        needs READ COMMITTED (docs/workflows.md).
         An ``AsyncSession`` raises ``TypeError``: use :meth:`enqueue_async`.
         """
         return self.enqueue_many(require_session(session, "enqueue"), [task], priority=priority,

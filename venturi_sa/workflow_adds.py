@@ -2,7 +2,7 @@
 
 :func:`defer` checks ``after=`` and ``if_parent_dead=`` when the ``Job`` is
 built and keeps them on its instance state.  The flush that inserts the job
-then locks its parents ``FOR SHARE`` and writes its dependency rows on the
+then locks its parents ``FOR KEY SHARE`` and writes its dependency rows on the
 flush's connection (``after_flush_postexec``), in the caller's transaction:
 commit publishes them with the job, rollback leaves neither.  A parent that
 does not exist then raises ``JobNotFound`` out of the flush (roll back).

@@ -1,9 +1,11 @@
 """``after=``: jobs that wait for other jobs (chains, fan-out/fan-in, batch callbacks).
 
 ``queue.enqueue(session, task, after=[job or id, ...], if_parent_dead=...)``
-checks the parents, locks them ``FOR SHARE`` in the caller's transaction
-(so no parent's outcome can commit unseen between the read and the
-dependent's insert), inserts the dependent and its dependency rows, and
+checks the parents, locks them ``FOR KEY SHARE`` in the caller's
+transaction (a parent's terminal transaction locks it ``FOR UPDATE``
+before it settles its dependents, so no parent's outcome can commit unseen
+between the read and the dependent's insert; a running parent's lease
+renewal is not held back), inserts the dependent and its dependency rows, and
 makes it wait (``pending`` with ``visible_at = 'infinity'``) until every
 parent is terminal.  Everything rides the caller's transaction: commit
 publishes the jobs and their dependencies, rollback leaves neither.  The
@@ -104,13 +106,14 @@ NO_PARENTS = Waits()
 
 
 def prepare(models: Models, session: Session, call: Call, after: object, if_parent_dead: object) -> Waits:
-    """Check ``after=`` and ``if_parent_dead=`` and lock the parents ``FOR SHARE``; nothing is written.
+    """Check ``after=`` and ``if_parent_dead=`` and lock the parents ``FOR KEY SHARE``; nothing is written.
 
     Raises ``InvalidOption`` (bad items, a bad policy, a task with a dedup
     key), ``UnsupportedIsolation`` outside READ COMMITTED and
     ``JobNotFound`` for an id that is in neither the jobs table nor the
     archive.  The locks are held until the caller's transaction ends: a
-    long enqueuing transaction holds back its parents' outcome writes.
+    long enqueuing transaction holds back its parents' outcome writes (and
+    the claim of a pending parent), never a running parent's lease renewal.
     """
     policy = check_policy(if_parent_dead)
     if after is None:

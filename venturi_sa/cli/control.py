@@ -60,8 +60,9 @@ class CancelReport:
         return {"cancelled": [c.as_dict() for c in self.done], "errors": self.problems}
 
     def text(self) -> str:
-        verbs = {"cancelled": "cancelled (dead)"}
-        lines = [f"job {c.job_id} ({c.kind}): {verbs.get(c.result, 'cancel requested (running)')}" for c in self.done]
+        verbs = {"cancelled": "cancelled (dead)", "ended": "already {}; its dependents not yet ended were cancelled"}
+        lines = [f"job {c.job_id} ({c.kind}): {verbs.get(c.result, 'cancel requested (running)').format(c.status)}"
+                 for c in self.done]
         return "\n".join(lines) if lines or self.problems else "no job to cancel"
 
 

@@ -33,8 +33,10 @@ from venturi_sa.task import Registry
 
 @dataclass(frozen=True)
 class Cancelled:
-    """What a cancel did: ``"cancelled"`` (a pending job is ``dead`` now) or ``"requested"`` (a claimed
-    job's worker ends the run as cancelled-dead once its next lease renewal reads the request)."""
+    """What a cancel did: ``"cancelled"`` (a pending job is ``dead`` now), ``"requested"`` (a claimed
+    job's worker ends the run as cancelled-dead once its next lease renewal reads the request) or, for a
+    cancel ``with_dependents`` of a job that had already ended, ``"ended"`` (``status`` is the job's own;
+    its dependents not yet ended were cancelled)."""
 
     job_id: str
     kind: str

@@ -3,7 +3,10 @@
 Reads run in one short transaction.  :func:`cancel_with_dependents` cancels
 a job and every transitive dependent in one transaction (committed on
 return, rolled back on any error; joined, never committed, when given a
-``Session``); each cancelled job gets its own journal row.
+``Session``); each cancelled job gets its own journal row.  It locks the job
+first and its dependents after it, in id order: the order in which the
+job's own terminal write locks them (its row, then its dependents'), so the
+two never deadlock.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from venturi_sa.ops.cancel import Cancelled, cancel_in
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import dependent_reads as reads
 from venturi_sa.storage import dependents as dependents_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage.dependent_reads import ParentsParams
+from venturi_sa.storage.faults import is_deadlock
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import Runner
 from venturi_sa.task import Registry
@@ -118,23 +123,58 @@ def cancel_with_dependents(models: Models, runner: Runner, job_id: str, note: st
                            registry: Registry | None = None) -> Cancelled:
     """Cancel ``job_id`` and every transitive dependent not yet terminal, whatever its policy.
 
-    Dependents are cancelled first (a pending one ends ``dead`` now, a
+    The job is locked first, as a cancel locks it (``storage.cancels.hold``:
+    its terminal outcome waits for this transaction, a running job's lease
+    renewal does not), then its dependents
+    are read and cancelled in id order (a pending one ends ``dead`` now, a
     claimed one gets a cancel request), each journaled with a note naming
     the job; then the job itself, as :func:`~venturi_sa.ops.cancel.cancel`.
+    If the job had already ended (its completion committed first, and may
+    have released them), its dependents not yet ended are cancelled all the
+    same and the result is ``"ended"`` with the job's status; with none to
+    cancel it raises ``InvalidTransition`` and nothing is written.
     """
+    held = cancels_store.hold(models, runner, job_id)
+    if held is None:  # archived or unknown: raises, naming which
+        return cancel_in(models, runner, job_id, note, actor, registry)
+    cancelled = 0
     for dependent in dependents_store.downstream(models, runner, job_id):
         try:
             cancel_in(models, runner, dependent, f"with its parent {job_id}" + (f": {note}" if note else ""),
                       actor, registry)
+            cancelled += 1
         except InvalidTransition:
             continue  # it finished meanwhile
-    return cancel_in(models, runner, job_id, note, actor, registry)
+    try:
+        return cancel_in(models, runner, job_id, note, actor, registry)
+    except InvalidTransition:
+        if not cancelled:
+            raise
+        ended = cancels_store.hold(models, runner, job_id)
+        return Cancelled(job_id, held.kind, ended.status if ended is not None else held.status, "ended")
+
+
+DEADLOCK_TRIES = 3
+"""How many times the ``Engine`` form of :func:`cancel` runs its transaction when PostgreSQL breaks a deadlock."""
 
 
 def cancel(models: Models, bind: sa.Engine | Session, job_id: str, note: str | None, actor: str,
            registry: Registry | None = None) -> Cancelled:
-    """:func:`cancel_with_dependents` in ``bind``'s transaction (a Session) or a short one (an Engine)."""
+    """:func:`cancel_with_dependents` in ``bind``'s transaction (a Session) or a short one (an Engine).
+
+    Given an ``Engine``, a transaction that PostgreSQL rolled back to break a
+    deadlock (another transaction locking the same jobs in another order)
+    is run again from the start, up to ``DEADLOCK_TRIES`` times in all;
+    given a ``Session``, the deadlock error is raised and the caller's
+    transaction must be rolled back.
+    """
     if isinstance(bind, Session):
         return cancel_with_dependents(models, bind, job_id, note, actor, registry)
-    with short_transaction(models, bind) as session:
-        return cancel_with_dependents(models, session, job_id, note, actor, registry)
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            with short_transaction(models, bind) as session:
+                return cancel_with_dependents(models, session, job_id, note, actor, registry)
+        except sa.exc.DBAPIError as exc:
+            if not is_deadlock(exc) or attempt == DEADLOCK_TRIES:
+                raise
+    raise AssertionError("unreachable")

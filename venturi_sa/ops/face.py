@@ -187,7 +187,9 @@ class Operations:
         with an ``Engine`` it is its own short transaction.  See
         :func:`venturi_sa.ops.cancel.cancel`.  ``with_dependents`` cancels
         every transitive dependent too, whatever its policy, in the same
-        transaction (:func:`venturi_sa.ops.dependents.cancel`).
+        transaction, even if the job itself has just ended (result
+        ``"ended"``); with an ``Engine`` a deadlock is retried
+        (:func:`venturi_sa.ops.dependents.cancel`).
         """
         if with_dependents:
             return workflow.cancel(self.models, bind, job_id, note, actor, self.registry)

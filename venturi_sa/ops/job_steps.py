@@ -1,8 +1,10 @@
 """Signals to jobs and the durable records of a job: ``queue.signal``, ``queue.steps``, ``queue.signals``.
 
-``signal`` locks the job row ``FOR UPDATE`` before it reads anything, so it
-serializes with a suspended wait's outcome write: a signal committed while
-the job is suspending still wakes it.  Given a ``Session`` it runs in the
+``signal`` locks the job row ``FOR KEY SHARE`` before it reads anything, so it
+serializes with a suspended wait's outcome write (which locks the row
+``FOR UPDATE`` first): a signal committed while the job is suspending still
+wakes it.  That lock never holds back the lease renewal of a running job; it
+holds back the job's outcome write until the caller's transaction ends.  Given a ``Session`` it runs in the
 caller's transaction and never commits (the wake-up ``NOTIFY`` goes out on
 that commit; a rollback delivers nothing); given an ``Engine`` it is one
 short transaction of its own.

@@ -80,10 +80,18 @@ class AdminResult:
     applied: bool = False
 
 
-def lock_statement(models: Models, job_id: str) -> sa.Select[Any]:
-    """The whole row, locked ``FOR UPDATE`` (waits for a worker's outcome write in progress)."""
+def lock_statement(models: Models, job_id: str, *, key_share: bool = False, lock: bool = True) -> sa.Select[Any]:
+    """The whole row, locked ``FOR UPDATE`` (waits for a worker's outcome write in progress).
+
+    With ``key_share`` it is locked ``FOR KEY SHARE``: it still waits for an
+    outcome write (which locks ``FOR UPDATE`` first) and holds the next one
+    back, but not the lease renewal of a running job (``FOR NO KEY UPDATE
+    SKIP LOCKED``): what a caller's transaction that may stay open takes on
+    a job that may be running.  Without ``lock`` it is read, not locked.
+    """
     job = models.Job
-    return _select(*job_columns(models)).where(job.id == job_id).with_for_update()
+    stmt = _select(*job_columns(models)).where(job.id == job_id)
+    return stmt.with_for_update(read=key_share, key_share=key_share) if lock else stmt
 
 
 def _values(action: AdminAction) -> dict[str, Any]:
@@ -128,7 +136,9 @@ def guarded_write(models: Models, runner: Runner, job_id: str, expected: Status,
     expired claim) wakes the queue's workers on commit: its slot under a
     limit is free.  Returns the row afterwards, or None if the guard failed
     (nothing written).  Every operator action on a job writes through here, after
-    locking the row.
+    locking the row ``FOR UPDATE`` (a job that ends ``dead`` here settles its
+    dependents, which must wait for the ``FOR KEY SHARE`` of ``after=``
+    enqueues naming it: ``storage/dependents.py``).
     """
     job = models.Job
     row = runner.execute(

@@ -1,12 +1,19 @@
 """Cancel requests: a pending job ends ``dead`` now, a claimed one gets a durable request its worker reads.
 
 Every verb runs in the caller's transaction and never commits.  The job's
-row is locked first (``SELECT … FOR UPDATE``), its status checked, and the
-change written with the expected status repeated in the ``WHERE`` clause
-together with its journal row (``storage.admin.guarded_write``), so a
-worker's fenced outcome write and a cancel of the same job serialize:
-exactly one of them wins.  A request is a row of ``<prefix>_cancels``: the
-holding worker's lease renewal reads it (``storage/leases.py``); one its run
+row is locked first (:func:`hold`) and its status read under the lock.  A
+running job (claimed, lease not expired) is locked ``FOR KEY SHARE`` and
+gets its request under that lock: it waits for an outcome write in progress
+(which locks the row ``FOR UPDATE`` first) and holds the next one back until
+the caller's transaction ends, but never the run's lease renewal, so a
+cancel in a long transaction cannot cost the run its lease.  A job to end
+now (pending, or its lease expired) is locked ``FOR UPDATE`` (waiting for
+``after=`` enqueues naming it) before the change is written with the
+expected status repeated in the ``WHERE`` clause together with its journal
+row (``storage.admin.guarded_write``), so a worker's fenced outcome write,
+a claim and a cancel of the same job serialize: exactly one of them wins.
+A request is a row of ``<prefix>_cancels``: the holding worker's lease
+renewal reads it (``storage/leases.py``); one its run
 never read is applied by the run's outcome write (``storage/outcomes.py``) or
 by recovery (``storage/recovery.py``).
 """
@@ -62,15 +69,14 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     the holding worker's next lease renewal; a ``NOTIFY`` sent on commit
     asks listening workers to renew at once.  A terminal job is left as it is.
     """
-    current = runner.execute(lock_statement(models, params.job_id)).first()
+    current = hold(models, runner, params.job_id)
     if current is None:
         return CancelResult(job=None)
     if current.status == Status.PENDING.value:
         return CancelResult(job=_end_now(models, runner, params, Status.PENDING) or current, done=True)
     if current.status != Status.CLAIMED.value:
         return CancelResult(job=current)
-    if runner.execute(sa.select(sa.func.now() > moment(current.claim_expires_at))).scalar_one():
-        # Its worker is gone (the lease expired unrenewed): end it now; a late write is fenced out.
+    if _expired(runner, current):  # its worker is gone: end it now; a late write is fenced out
         return CancelResult(job=_end_now(models, runner, params, Status.CLAIMED, "lease expired") or current,
                             done=True)
     runner.execute(
@@ -81,6 +87,54 @@ def cancel(models: Models, runner: Runner, params: CancelParams) -> CancelResult
     )
     runner.execute(drivers.notify_statement(models.names.channel, CANCEL_PAYLOAD))
     return CancelResult(job=current, requested=True)
+
+
+HOLD_TRIES = 5
+"""How often :func:`hold` takes the other lock when the job changed between its read and its lock."""
+
+
+def hold(models: Models, runner: Runner, job_id: str) -> sa.Row[Any] | None:
+    """Lock the job for a cancel until the caller's transaction ends; the row as locked (None: no such job).
+
+    A running job (claimed, its lease not expired) is locked ``FOR KEY
+    SHARE``: its outcome write waits for the caller's commit (it locks ``FOR
+    UPDATE`` first), its lease renewal does not.  Any other job is locked
+    ``FOR UPDATE``: it is not claimed, recovered or written meanwhile, and
+    the ``after=`` enqueues naming it have committed (its settle sees their
+    dependency rows).  The strength is chosen from an unlocked read and the
+    lock taken in a savepoint: if the job changed in between, the savepoint
+    is rolled back (which drops the lock, so no lock is ever upgraded, and
+    two cancels cannot deadlock on one row) and the other lock is taken.
+    """
+    row = None
+    for _ in range(HOLD_TRIES):
+        row = runner.execute(lock_statement(models, job_id, lock=False)).first()
+        if row is None:
+            return None
+        running = _running(runner, row)
+        savepoint = _connection(runner).begin_nested()
+        row = runner.execute(lock_statement(models, job_id, key_share=running)).first()
+        if row is None or _running(runner, row) == running:
+            savepoint.commit()
+            return row
+        savepoint.rollback()
+    return runner.execute(lock_statement(models, job_id)).first()  # it kept changing: take the stronger lock
+
+
+def _connection(runner: Runner) -> sa.Connection:
+    """The Core connection of ``runner``: a savepoint on it fires none of the application's session events."""
+    return runner if isinstance(runner, sa.Connection) else runner.connection()
+
+
+def _running(runner: Runner, row: sa.Row[Any]) -> bool:
+    return row.status == Status.CLAIMED.value and not _expired(runner, row)
+
+
+def _expired(runner: Runner, row: sa.Row[Any]) -> bool:
+    """A claimed job's lease has expired unrenewed (by the database clock)."""
+    if row.status != Status.CLAIMED.value:
+        return False
+    return bool(runner.execute(sa.select(sa.func.now() > moment(row.claim_expires_at))).scalar_one())
 
 
 def _end_now(models: Models, runner: Runner, params: CancelParams, status: Status,

@@ -82,6 +82,8 @@ def _candidates(models: Models, kinds: Sequence[str], limit: Any, name: str, ski
                claimable_kinds(models, kinds, skip_overridden=skip_overridden))  # paused kinds are left out
         .order_by(job.priority, job.created_at)
         .limit(limit)
+        # FOR UPDATE, not FOR NO KEY UPDATE: a pending job a caller's transaction holds FOR KEY SHARE (an
+        # after= parent, a signal, a cancel deciding on it) is skipped until that transaction ends.
         .with_for_update(skip_locked=True)
         .cte(name)
         .prefix_with("MATERIALIZED")

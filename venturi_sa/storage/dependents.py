@@ -19,7 +19,11 @@ deadlock), decrements them with ``UPDATE … RETURNING``, and then
 * releases (``visible_at = greatest(now, not_before)``, a ``NOTIFY`` per
   kind on commit) a waiting dependent whose count reached zero.
 
-The row lock serializes the last parents of a fan-in finishing at once on
+Before settling, every such transaction has locked the jobs it ended
+``FOR UPDATE`` (a statement of its own), which waits for the ``FOR KEY
+SHARE`` that an ``after=`` enqueue holds on its parents: settle then reads
+every dependency row committed by then, and a later enqueue sees the parent
+terminal.  The row lock serializes the last parents of a fan-in finishing at once on
 different workers: each decrement sees the other's, and only the one that
 reaches zero releases.  Killed dependents are settled in turn, down the
 chain.  Nothing here commits; on rollback nothing happened.
@@ -64,6 +68,7 @@ def _statement(models: Models, name: str, text: str, **types: Any) -> sa.TextCla
     return _STATEMENTS[key]
 
 
+_LOCK_ENDED = "SELECT j.id FROM {jobs} AS j WHERE j.id = ANY(:ids) ORDER BY j.id FOR UPDATE OF j"
 _SETTLE = """
 WITH waiting AS MATERIALIZED (
     SELECT p.job_id, p.position FROM {parents} AS p
@@ -121,14 +126,22 @@ SELECT (SELECT coalesce(array_agg(k.id), '{{}}') FROM killed AS k) AS killed,
 def settle(models: Models, runner: Runner, ended: Sequence[str]) -> None:
     """Apply the terminal outcomes of ``ended`` (job ids) to their waiting dependents, in ``runner``'s transaction.
 
+    The caller has locked the rows of ``ended`` ``FOR UPDATE`` in an earlier
+    statement (so every ``after=`` enqueue naming one of them has committed,
+    and the ones to come wait for this transaction and see it terminal).
     Ids that are not terminal are ignored, and a parent is counted once per
     dependency however often this is called.  Dependents it kills are
-    settled in turn.  Called by every write that makes a job terminal.
+    locked the same way, then settled in turn.  Called by every write that
+    makes a job terminal.
     """
     stmt = _statement(models, "settle", _SETTLE, ids=_IDS, channel=sa.Text)
     text = driver_sql.driver_text(runner, stmt)  # on every outcome batch: sent as driver SQL where it can be
     ids = list(ended)
+    first = True
     while ids:
+        if not first:  # the dependents just killed: wait for enqueuers naming them (their callers locked ``ended``)
+            runner.execute(_statement(models, "lock_ended", _LOCK_ENDED, ids=_IDS), {"ids": ids}).all()
+        first = False
         binds: dict[str, Any] = {"ids": ids, "channel": models.names.channel}
         rows: Any
         if text is None:
@@ -140,7 +153,7 @@ def settle(models: Models, runner: Runner, ended: Sequence[str]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class ParentState:
-    """A parent named by ``after=``: its id and status (read under ``FOR SHARE``, or from the archive)."""
+    """A parent named by ``after=``: its id and status (read under ``FOR KEY SHARE``, or from the archive)."""
 
     id: str
     status: str
@@ -151,17 +164,24 @@ SELECT j.id, j.status, current_setting('transaction_isolation') AS isolation
 FROM {jobs} AS j
 WHERE j.id = ANY(:ids) AND current_setting('transaction_isolation') = 'read committed'
 ORDER BY j.id
-FOR SHARE OF j
+FOR KEY SHARE OF j
 """
 _ARCHIVED = "SELECT a.id, a.status FROM {archive} AS a WHERE a.id = ANY(:ids)"
 _ISOLATION = "SELECT current_setting('transaction_isolation')"
 
 
 def lock_parents(models: Models, runner: Runner, ids: Sequence[str]) -> dict[str, str]:
-    """Lock the parents ``ids`` ``FOR SHARE`` (in id order) until the caller's transaction ends; their statuses.
+    """Lock the parents ``ids`` ``FOR KEY SHARE`` (in id order) until the caller's transaction ends; their statuses.
 
-    Holding the lock means no parent's outcome write can commit between this
-    read and the dependent's insert, so no release is lost.  Parents already
+    Every write that makes a job terminal locks its row ``FOR UPDATE`` before
+    it settles its dependents, and that lock waits for this one: a parent's
+    terminal transaction either committed before this read (its status is
+    read terminal) or settles after the caller's commit (it sees the
+    dependency rows), so no release is lost.  ``FOR KEY SHARE`` does not
+    conflict with the running parent's lease renewal (``FOR NO KEY UPDATE
+    SKIP LOCKED``), however long the caller's transaction stays open; it
+    holds back the parent's outcome write (and the claim of a pending parent)
+    until the caller's transaction ends.  Parents already
     moved to the archive are read from it (they are terminal).  Ids found
     nowhere are missing from the result.  Raises ``UnsupportedIsolation``
     outside READ COMMITTED (nothing locked).

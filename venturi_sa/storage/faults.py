@@ -36,6 +36,11 @@ def sqlstate(error: BaseException) -> str | None:
     return code if isinstance(code, str) else None
 
 
+def is_deadlock(error: BaseException) -> bool:
+    """True if PostgreSQL rolled the transaction back to break a deadlock (``40P01``): run it again."""
+    return sqlstate(error) == "40P01"
+
+
 def is_transient(error: BaseException) -> bool:
     """True if retrying the same statement later may succeed."""
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:

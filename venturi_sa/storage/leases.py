@@ -29,9 +29,13 @@ _RENEW: dict[tuple[str, int], Any] = {}
 def _renew_statement(models: Models) -> Any:
     """Renew the held runs that are not row-locked; report, per held run, renewed and still ours.
 
-    ``FOR UPDATE SKIP LOCKED``: a row that this worker's own outcome write
-    (or anyone else) has locked is skipped, never waited for, so renewal
-    cannot deadlock with a batched outcome write.  ``ours`` is read from the
+    ``FOR NO KEY UPDATE SKIP LOCKED``: a row that this worker's own outcome
+    write, a recovery or an operator's release has locked (``FOR UPDATE``)
+    is skipped, never waited for, so renewal cannot deadlock with a batched
+    outcome write.  The ``FOR KEY SHARE`` locks of callers' transactions
+    (``after=`` parents, ``queue.signal``, ``queue.cancel`` of a running
+    job) do not conflict with it, so however long such a transaction stays
+    open, the run keeps its lease.  ``ours`` is read from the
     statement's snapshot: false means the claim is gone (recovered,
     released, reclaimed), i.e. the run lost its lease.
     """
@@ -46,7 +50,7 @@ def _renew_statement(models: Models) -> Any:
         sa.select(job.id)
         .join(held, sa.and_(job.id == held.c.id, job.run_count == held.c.run_count))
         .where(mine)
-        .with_for_update(skip_locked=True, of=table)
+        .with_for_update(skip_locked=True, key_share=True, of=table)
         .cte("locked")
         .prefix_with("MATERIALIZED")
     )

@@ -1,4 +1,17 @@
-"""Fenced outcome writes: each changes the row only if the run still holds its claim."""
+"""Fenced outcome writes: each changes the row only if the run still holds its claim.
+
+An outcome transaction first locks its jobs' rows ``FOR UPDATE`` (in id
+order), in a statement of its own, and only then writes: that lock waits
+for every caller's transaction holding ``FOR KEY SHARE`` on one of them (an
+``after=`` enqueue naming it as a parent, a ``queue.signal``, a
+``queue.cancel`` of the running job), so the outcome statement and the
+statements after it (``dependents.settle``, a suspended wait's look for
+stored signals) read what those callers committed, and a caller that comes
+later waits for the outcome's commit and sees it.  Callers' locks never
+conflict with the lease renewal (``FOR NO KEY UPDATE SKIP LOCKED``), so a
+long caller transaction holds back the outcome of the rows it locked, never
+their leases.
+"""
 
 from __future__ import annotations
 
@@ -64,6 +77,24 @@ _BATCH_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("owe", sa.Boolean),
 )
 _STATEMENTS: dict[tuple[str, int], Any] = {}
+
+_LOCK = """
+SELECT j.id FROM {jobs} AS j
+WHERE j.id = ANY(:ids) AND j.status = 'claimed' AND j.claimed_by = ANY(:workers)
+ORDER BY j.id
+FOR UPDATE OF j
+"""
+_LOCKS: dict[str, sa.TextClause] = {}
+
+
+def _lock_statement(models: Models) -> sa.TextClause:
+    """Lock the batch's rows that are still claimed by its workers ``FOR UPDATE``, in id order (waits)."""
+    stmt = _LOCKS.get(models.prefix)
+    if stmt is None:
+        ids = postgresql.ARRAY(sa.Text)
+        stmt = _LOCKS[models.prefix] = sa.text(_LOCK.format(jobs=models.names.jobs)).bindparams(
+            sa.bindparam("ids", type_=ids), sa.bindparam("workers", type_=ids))
+    return stmt
 
 
 _DUMPS = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps, compact
@@ -205,22 +236,28 @@ def _finish_many_statement(models: Models) -> Any:
 def finish_many(models: Models, session: Runner, params: FinishManyParams) -> set[Fence]:
     """Write many runs' outcomes and their journal rows in one statement.
 
-    Returns the fences that still matched; only those rows change and get a
-    journal entry.  Runs whose lease was lost are left untouched.  The
-    caller commits.  Every value was validated when its
+    The rows are locked ``FOR UPDATE`` first (see the module's docstring):
+    a caller's transaction holding one of them ``FOR KEY SHARE`` holds the
+    batch back until it ends.  Returns the fences that still matched; only
+    those rows change and get a journal entry.  Runs whose lease was lost
+    are left untouched.  The caller commits.  Every value was validated when its
     :class:`FinishParams` was built, so only a database fault can fail it.
     """
     batch = params.outcomes
     if not batch:
         return set()
-    statement = _finish_many_statement(models)
-    binds = {"outcomes": _batch_document(batch)}
-    text = driver_sql.driver_text(session, statement)
-    if text is None:
-        rows = session.execute(statement, binds)
-    else:
-        assert isinstance(session, sa.Connection)
-        rows = driver_sql.execute(session, text[0], text[1], binds)
+    _run(session, _lock_statement(models), {  # a statement of its own: the write below reads after the wait
+        "ids": sorted({p.fence.job_id for p in batch}), "workers": sorted({p.fence.claimed_by for p in batch})}).all()
+    rows = _run(session, _finish_many_statement(models), {"outcomes": _batch_document(batch)})
     written = {(r[0], r[1]) for r in rows}
     dependents.settle(models, session, [job_id for job_id, _ in written])  # parents that ended release/kill theirs
     return {p.fence for p in batch if (p.fence.job_id, p.fence.run_count) in written}
+
+
+def _run(session: Runner, statement: Any, binds: dict[str, Any]) -> Any:
+    """Execute ``statement`` as driver SQL where the connection allows it, else through SQLAlchemy."""
+    text = driver_sql.driver_text(session, statement)
+    if text is None:
+        return session.execute(statement, binds)
+    assert isinstance(session, sa.Connection)
+    return driver_sql.execute(session, text[0], text[1], binds)

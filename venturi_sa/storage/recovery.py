@@ -25,10 +25,14 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
     own backstop.  A job with an undelivered cancel request ends ``dead``,
     journaled as cancelled by the request's actor.  Every job that ends
     ``dead`` here is owed an ``on_dead`` call (``<prefix>_on_dead``: a worker
-    of its kind makes it), and its cancel request goes.  Uses SKIP LOCKED,
-    so concurrent recoverers and a worker finishing the same job never wait
-    on each other; a finishing worker whose row was recovered first finds
-    its fence broken and writes nothing.
+    of its kind makes it), and its cancel request goes.  Locks ``FOR UPDATE
+    SKIP LOCKED``, so concurrent recoverers and a worker finishing the same
+    job never wait on each other; a finishing worker whose row was
+    recovered first finds its fence broken and writes nothing.  ``FOR
+    UPDATE`` also skips a job a caller's transaction holds ``FOR KEY SHARE``
+    (an ``after=`` enqueue naming it, a signal, a cancel): it is recovered
+    once that transaction has ended, so the settle that follows sees the
+    dependency rows it wrote.
     """
     if not params.max_failures:
         return []

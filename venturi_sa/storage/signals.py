@@ -1,9 +1,14 @@
 """Signals sent to jobs (``queue.signal``): rows of ``<prefix>_signals``, in the caller's transaction.
 
-The job row is locked ``FOR UPDATE`` before anything is read, so a signal
-and a suspended wait's outcome write (which locks the row before it looks
-for stored signals, ``storage.steps.suspend_wait``) serialize: whichever
-commits second sees the other's row, and the job is woken either way.
+The job row is locked ``FOR KEY SHARE`` before anything is read.  A
+suspended wait's outcome write locks the row ``FOR UPDATE`` (a statement
+of its own, ``storage/outcomes.py``) before it looks for stored signals
+(``storage.steps.suspend_wait``), and the two locks conflict, so they
+serialize: whichever commits second sees the other's row, and the job is
+woken either way.  ``FOR KEY SHARE`` does not conflict with the lease
+renewal of a running job, so a signal sent in a long transaction never
+costs the run its lease; it holds back the job's outcome write (and the
+claim of a pending job) until the caller's transaction ends.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -
     resolves that wait ``timeout`` even if no run has reached it since).
     """
     job = models.jobs_table.c
-    row = runner.execute(sa.select(job.status, job.kind).where(job.id == job_id).with_for_update()).first()
+    row = runner.execute(sa.select(job.status, job.kind).where(job.id == job_id)
+                         .with_for_update(read=True, key_share=True)).first()
     if row is None:
         return SignalOutcome(SignalResult.NOT_FOUND)
     if Status(row.status).terminal:
@@ -82,7 +88,8 @@ def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -
         payload=sa.cast(sa.literal(json.dumps(payload), sa.Text), postgresql.JSONB)))
     if row.status != Status.PENDING.value or wait is None or wait.resolution is not None:
         return SignalOutcome(SignalResult.STORED, row.status, row.kind)
-    runner.execute(sa.update(models.jobs_table).where(job.id == job_id).values(visible_at=NOW()))
+    runner.execute(sa.update(models.jobs_table).where(job.id == job_id, job.status == Status.PENDING.value)
+                   .values(visible_at=NOW()))
     runner.execute(drivers.notify_statement(models.names.channel, row.kind))
     return SignalOutcome(SignalResult.WOKE, row.status, row.kind)
 

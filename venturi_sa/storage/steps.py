@@ -1,11 +1,13 @@
 """Durable steps, sleeps and waits: rows of ``<prefix>_steps``, written fenced on the run's claim.
 
 Every write here runs in the caller's transaction (the worker's short
-step transaction) and first locks the job row ``FOR SHARE`` under the run's
-fence (id, ``claimed``, claimed_by, run_count): a run whose claim is gone
-(a zombie after a recovery) finds no row and writes nothing, and a
-recovery or outcome write of the job waits until the step's transaction
-has ended, so a step is recorded only while its run holds the claim.
+step transaction) and first locks the job row ``FOR KEY SHARE`` under the
+run's fence (id, ``claimed``, claimed_by, run_count): a run whose claim is
+gone (a zombie after a recovery) finds no row and writes nothing, and a
+recovery (``FOR UPDATE SKIP LOCKED``) skips the job and an outcome write
+(which locks ``FOR UPDATE`` first) waits until the step's transaction has
+ended, so a step is recorded only while its run holds the claim.  The lease
+renewal (``FOR NO KEY UPDATE SKIP LOCKED``) is not held back by it.
 """
 
 from __future__ import annotations
@@ -69,11 +71,11 @@ def read(models: Models, runner: Runner, job_id: str) -> list[StepRecord]:
 
 
 def hold_fence(models: Models, runner: Runner, fence: Fence) -> bool:
-    """Lock the job row ``FOR SHARE`` if ``fence``'s run still holds the claim; False (nothing locked) if not."""
+    """Lock the job row ``FOR KEY SHARE`` if ``fence``'s run still holds the claim; False (nothing locked) if not."""
     job = models.jobs_table.c
     row = runner.execute(sa.select(job.id).where(
         job.id == fence.job_id, job.status == Status.CLAIMED.value, job.claimed_by == fence.claimed_by,
-        job.run_count == fence.run_count).with_for_update(read=True)).first()
+        job.run_count == fence.run_count).with_for_update(read=True, key_share=True)).first()
     return row is not None
 
 
@@ -170,7 +172,8 @@ def reach_wait(models: Models, runner: Runner, fence: Fence, name: str,
 def suspend_wait(models: Models, runner: Runner, fence: Fence, name: str, deadline: datetime | None) -> None:
     """In a suspended wait's outcome transaction, after its fenced write: wake it now if a signal is stored.
 
-    The outcome write has locked the job row, so a ``queue.signal`` that
+    The outcome write has locked the job row ``FOR UPDATE`` (after every
+    ``queue.signal`` holding it ``FOR KEY SHARE`` had ended), so one that
     commits from here on finds the job ``pending`` and wakes it; one that
     committed before is read here (READ COMMITTED).  Otherwise the job
     stays invisible until ``deadline`` (``'infinity'`` without one).

@@ -227,7 +227,7 @@ class DurableSteps:
             finally:
                 if session is not runner:
                     session.close()
-            # the job row is locked (FOR SHARE) only now, for the record: not while fn runs
+            # the job row is locked (FOR KEY SHARE) only now, for the record: not while fn runs
             record = store.record_step(models, runner, fence, name, stored, time.monotonic() - started)
             if record is None:
                 raise _FencedOut  # rolls fn's writes back with the transaction

@@ -39,3 +39,16 @@ def test_show_lists_both_and_cancel_follows_dependents(pg_url: str, prefix: str,
     assert "waiting for parents: 2" in ok(run("stats", *db)).stdout
     ok(run("jobs", "cancel", *db, a, "--with-dependents"))
     assert [job_row(engine, models, j).status for j in (a, b, c)] == ["dead", "dead", "dead"]
+
+
+def test_cancel_with_dependents_of_an_ended_job_cancels_its_released_dependents(
+        pg_url: str, prefix: str, models: Any, engine: sa.Engine) -> None:
+    db = ["--dsn", plain_url(pg_url), "--prefix", prefix]
+    queue = Queue(models, [Step])
+    [a] = enqueue(engine, queue, Step())
+    [b] = enqueue(engine, queue, Step(), after=[a], if_parent_dead="run")
+    queue.kill(engine, a)  # b is released under "run"
+    assert job_row(engine, models, b).status == "pending"
+    text = ok(run("jobs", "cancel", *db, a, "--with-dependents")).stdout
+    assert f"job {a} (step): already dead; its dependents not yet ended were cancelled" in text
+    assert job_row(engine, models, b).status == "dead"

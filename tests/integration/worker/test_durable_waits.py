@@ -281,4 +281,4 @@ def _waiting_on_a_lock(engine: sa.Engine) -> bool:
     with engine.connect() as conn:
         return bool(conn.execute(sa.text(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE '%FOR UPDATE%'")).scalar())
+            "AND query LIKE '%FOR KEY SHARE%'")).scalar())  # the signal's lock
