@@ -25,9 +25,11 @@ statement locks:
   On commit whole jobs have moved; on rollback or a crash none has (one
   transaction), so a job is always in exactly one place.
 * :func:`restore` (the move back) locks the row it deletes, and first the
-  dependent's unfinished parents ``FOR SHARE`` (as an enqueue with
-  ``after=`` does), so that no parent's outcome commits unseen between the
-  read of its status and the links put back.
+  dependent's unfinished parents ``FOR KEY SHARE`` (as an enqueue with
+  ``after=`` does: a parent's terminal write locks it ``FOR UPDATE`` before
+  it settles, so it waits for this transaction, and the lease renewal of a
+  running parent is never held back), so that no parent's outcome commits
+  unseen between the read of its status and the links put back.
 * Dropping a day (:mod:`~venturi_sa.storage.archive_retention`) takes
   ``ACCESS EXCLUSIVE`` on the parent; reads
   (:mod:`~venturi_sa.storage.archive_reads`) are plain ``SELECT`` without locks.
@@ -295,7 +297,7 @@ WHERE j.id = ANY(ARRAY(SELECT e.value ->> 'parent_id'
                        WHERE a.id = ANY(CAST(:ids AS text[])) AND a.status = 'dead'))
   AND j.status IN ('pending', 'claimed')
 ORDER BY j.id
-FOR SHARE OF j
+FOR KEY SHARE OF j
 """
 
 
@@ -313,7 +315,7 @@ def restore_many(models: Models, runner: Runner, job_ids: Sequence[str]) -> list
     count row back: a link counts as done if it was, or if its parent is no
     longer pending or claimed (it ended while the dependent was archived),
     and the count is the links not done.  Its unfinished parents are first
-    locked ``FOR SHARE`` until the caller's transaction ends (needs READ
+    locked ``FOR KEY SHARE`` until the caller's transaction ends (needs READ
     COMMITTED, as ``after=`` does).  Two statements, whatever the number
     of jobs.  Returns the ids moved back, in id order (those of
     ``job_ids`` that were archived ``dead`` jobs).
