@@ -2,7 +2,9 @@
 
 A concurrency is a number; a rate is ``LIMIT/DURATION`` (``100/1m``);
 ``none`` sets "no limit" (overriding a declared one).  Each change is
-recorded in the limit history with ``--actor``.
+recorded in the limit history with ``--actor``.  With ``--app`` the
+commands know the app's tasks: ``list`` shows the declared limits too, and
+``set`` refuses a key limit for a kind whose task declares no ``limit_key``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import click
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.durations import BadDuration, parse_duration
 from venturi_sa.cli.main import cli
-from venturi_sa.cli.options import actor_option, queue_options
+from venturi_sa.cli.options import APP_META, actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.limit_policy import Rate
 from venturi_sa.ops.limits import UNSET, LimitInfo
+from venturi_sa.queue import Queue
 
 
 def _count(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -43,6 +46,12 @@ def _rate(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         raise click.BadParameter(f"{value!r} is not LIMIT/DURATION (e.g. 100/1m) or 'none'") from None
 
 
+def _queue(prefix: str) -> Queue:
+    """``--app``'s queue (its tasks known) when it is the queue named by ``prefix``, else one with no tasks."""
+    app = click.get_current_context().meta.get(APP_META)
+    return app.queue if app is not None and app.queue.prefix == prefix else bare_queue(prefix)
+
+
 def _show(found: list[LimitInfo], as_json: bool) -> None:
     if as_json:
         emit_json([info.as_dict() for info in found])
@@ -64,7 +73,7 @@ def limits() -> None:
 def list_limits(dsn: str | None, prefix: str, as_json: bool) -> None:
     """The overridden limits with their use (declared ones need the workers' task code: see queue.limits)."""
     with opened(dsn, prefix) as engine:
-        _show(bare_queue(prefix).limits(engine), as_json)
+        _show(_queue(prefix).limits(engine), as_json)
 
 
 @limits.command("set")
@@ -78,9 +87,12 @@ def list_limits(dsn: str | None, prefix: str, as_json: bool) -> None:
 @click.argument("kind", metavar="KIND")
 def set_limit(dsn: str | None, prefix: str, as_json: bool, actor: str, global_concurrency: Any,
               key_concurrency: Any, rate_limit: Any, key_rate_limit: Any, kind: str) -> None:
-    """Override KIND's limits from every worker's next claim (options left out stay as they are)."""
+    """Override KIND's limits from every worker's next claim (options left out stay as they are).
+
+    With --app, a key limit for a kind whose task declares no limit_key is refused.
+    """
     with opened(dsn, prefix) as engine:
-        found = bare_queue(prefix).set_limit(engine, kind, global_concurrency=global_concurrency,
+        found = _queue(prefix).set_limit(engine, kind, global_concurrency=global_concurrency,
                                              key_concurrency=key_concurrency, rate_limit=rate_limit,
                                              key_rate_limit=key_rate_limit, actor=actor)
     _show(found, as_json)

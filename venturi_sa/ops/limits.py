@@ -18,7 +18,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
-from venturi_sa.limit_policy import KindLimits, Rate, check_count, declared_limits
+from venturi_sa.limit_policy import KindLimits, Rate, check_count, declared_limits, is_keyed
 from venturi_sa.models import Models
 from venturi_sa.models.limit_tables import LIMIT_NAMES
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
@@ -37,6 +37,7 @@ class Unset(enum.Enum):
 UNSET = Unset.UNSET
 Count = int | None | Unset
 Rated = Rate | None | Unset
+KEY_LIMITS = ("key_concurrency", "key_rate_limit")
 
 
 @dataclass(frozen=True)
@@ -90,16 +91,28 @@ def set_limit(models: Models, registry: Registry, engine: sa.Engine, kind: str, 
     """Override the given limits of ``kind`` (None: no limit; 0 is refused, use a pause); the kind's limits after.
 
     Arguments left out stay as they are.  ``InvalidOption`` names a bad
-    value, writing nothing.
+    value, writing nothing; so does a key limit (``key_concurrency``,
+    ``key_rate_limit``) for a kind of ``registry`` whose task does not
+    override ``limit_key``, which it could never limit.  A kind the
+    registry does not know is taken as given (the CLI without ``--app``).
     """
     kind = _check_kind(kind)
     given = {name: _checked(name, value) for name, value in values.items() if value is not UNSET}
     if not given:
         raise InvalidOption(f"set_limit needs at least one of {', '.join(LIMIT_NAMES)}")
+    _check_keyed(registry, kind, given)
     who = check_text(actor, "actor", required=True) or actor
     with short_transaction(models, engine) as session:
         store.set_overrides(models, session, kind, given, who)
     return [info for info in limits(models, registry, engine) if info.kind == kind]
+
+
+def _check_keyed(registry: Registry, kind: str, given: dict[str, int | Rate | None]) -> None:
+    """``InvalidOption`` if ``given`` sets a key limit on a known kind without ``limit_key``."""
+    keyed = [name for name in KEY_LIMITS if given.get(name) is not None]
+    if keyed and kind in registry and not is_keyed(registry.get(kind)):
+        raise InvalidOption(f"kind {kind!r} declares no limit_key, so {' and '.join(keyed)} would limit nothing; "
+                            f"override limit_key(self) in its task, or set global_concurrency or rate_limit")
 
 
 def clear_limit(models: Models, engine: sa.Engine, kind: str, names: tuple[str, ...],

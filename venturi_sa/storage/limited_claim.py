@@ -8,7 +8,13 @@ statement itself leaves out a kind overridden meanwhile (an InitPlan beside
 the pause filter), so a new limit holds from every worker's next claim.
 Otherwise the overrides of the limited kinds are read in the claim's
 transaction, and each limited kind is claimed on its own, serialized across every claimer by a
-transaction-scoped advisory lock per kind taken before anything is counted:
+transaction-scoped advisory lock per kind taken before anything is counted.
+The lock is only tried, never waited for: a kind whose lock another
+transaction holds is left out of this claim (the rest of the claim goes on)
+and :func:`seconds_until_rate_slot` asks for another claim within
+:data:`BUSY_RETRY`.  A transaction that took a lock is bounded by the
+server: idle (its client frozen or gone) or waiting on a lock for
+:data:`HOLD_TIMEOUT_MS`, it is ended, and the lock with it.
 
 * use comes from the job rows (``status = 'claimed'``, past an expired lease
   too) and, for rates, from the sliding log of starts;
@@ -17,11 +23,17 @@ transaction-scoped advisory lock per kind taken before anything is counted:
 * within a priority tier the claim goes round-robin across keys: the n-th
   job of every key before the (n+1)-th of any, keys whose last claim is
   oldest first (never claimed first), within a key the oldest job;
-* a held row is skipped, never waited on; the other kinds follow in the
-  ordinary claim statement with what is left of ``limit``.
+* a row locked by another transaction (an ``after=`` enqueue holds its
+  parents ``FOR SHARE``) is skipped, never waited on: a keyed kind ranks
+  without row locks, then locks what it picked ``SKIP LOCKED`` and ranks
+  again without the rows it skipped (up to :data:`SKIP_ROUNDS` times);
+* the other kinds follow in the ordinary claim statement with what is left
+  of ``limit``.
 
 Every claim is a start: the claimed rows' starts are logged (rate-limited
-kinds only) and the log is pruned past the longest window.  Nothing here
+kinds only) and the log is pruned past :data:`~venturi_sa.limit_policy.MAX_RATE_WINDOW`,
+the longest window a rate may have, so a window widened at runtime still
+sees every start it covers.  Nothing here
 commits; the lock goes with the claim's transaction.
 """
 
@@ -35,7 +47,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from venturi_sa.limit_policy import KindLimits, Rate
+from venturi_sa.limit_policy import MAX_RATE_WINDOW, KindLimits, Rate
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import claim as plain
@@ -50,6 +62,15 @@ _LIMITED: dict[str, set[str]] = {}
 """Per prefix, the kinds this process has claimed as limited: their freed slots wake the other workers."""
 _RATED: dict[str, dict[str, Rate]] = {}
 """Per prefix, the kind-wide rates in force at this process's last limited claim."""
+_BUSY: dict[str, set[str]] = {}
+"""Per prefix, the limited kinds whose lock was held elsewhere at this process's last claim of them."""
+BUSY_RETRY = 0.05
+"""Seconds after which a claim that left out a kind whose lock was held elsewhere asks again."""
+HOLD_TIMEOUT_MS = 5000
+"""A claim transaction holding a kind's lock is ended by the server once idle in transaction or waiting on a
+lock this long (``idle_in_transaction_session_timeout``, ``lock_timeout``, set for that transaction only)."""
+SKIP_ROUNDS = 4
+"""How many times a keyed kind ranks again without the rows it found locked, within one claim."""
 NO_KEY = ""
 """The bucket of the key None in the rate log and the fairness turns (a limit key is never empty)."""
 _BIG = 2 ** 31 - 1
@@ -68,12 +89,14 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
     limited = effective_limits(models, runner, slow, params.limits)  # read in this transaction: never stale
     _LIMITED.setdefault(models.prefix, set()).update(limited)
     _RATED[models.prefix] = {k: v.rate_limit for k, v in limited.items() if v.rate_limit is not None}
-    if limited:
-        lock(models, runner, sorted(limited))
+    busy = set(limited) - lock(models, runner, sorted(limited)) if limited else set()
+    mine = _BUSY.setdefault(models.prefix, set())
+    mine.difference_update(limited)
+    mine.update(busy)
     jobs: list[ClaimedJob] = []
     for kind in sorted(slow):  # an overridden kind with no limit left in force: the same path, no budget
         room = min(params.limit - len(jobs), params.caps.get(kind, _BIG))
-        if room > 0:
+        if room > 0 and kind not in busy:  # another claimer holds its lock: the next claim tries again
             jobs += claim_kind(models, runner, params, kind, limited.get(kind, KindLimits()), room)
     rest = [k for k in params.kinds if k not in slow]
     if rest and len(jobs) < params.limit:
@@ -97,8 +120,12 @@ def wake_if_limited(models: Models, runner: Runner, kinds: Iterable[str]) -> Non
 def seconds_until_rate_slot(models: Models, runner: Runner, kinds: Sequence[str]) -> float | None:
     """Seconds until a full rate window of ``kinds`` has room again (None: no rate is full).
 
-    The producer waits no longer than this when its claim came back short.
+    :data:`BUSY_RETRY` if the last claim left out one of ``kinds`` because
+    another transaction held its lock.  The producer waits no longer than
+    this when its claim came back short.
     """
+    if not _BUSY.get(models.prefix, set()).isdisjoint(kinds):
+        return BUSY_RETRY
     rated = [k for k in kinds if k in _RATED.get(models.prefix, {})]
     if not rated:
         return None
@@ -121,13 +148,23 @@ def lock_key(models: Models, kind: str) -> str:
     return f"{models.prefix}:limit:{kind}"
 
 
-def lock(models: Models, runner: Runner, kinds: list[str]) -> None:
-    """Take each kind's claim lock, in sorted order (so two claimers never deadlock), until the transaction ends."""
-    listed = sa.func.unnest(sa.literal([lock_key(models, k) for k in kinds], postgresql.ARRAY(sa.Text))
+def lock(models: Models, runner: Runner, kinds: list[str]) -> set[str]:
+    """Try each kind's claim lock, never waiting; the kinds whose lock this transaction holds until it ends.
+
+    When it took any, the transaction is bounded for its remaining life by
+    :data:`HOLD_TIMEOUT_MS` (idle in transaction, or waiting on a lock): a
+    frozen or vanished claimer's session is ended by the server, and its
+    locks go with it.  One statement.
+    """
+    keys = {lock_key(models, k): k for k in kinds}
+    listed = sa.func.unnest(sa.literal(sorted(keys), postgresql.ARRAY(sa.Text))
                             ).table_valued("k").render_derived(name="locks")
-    ordered = sa.select(listed.c.k).order_by(listed.c.k).subquery("ordered")
-    runner.execute(sa.select(sa.func.count(sa.func.pg_advisory_xact_lock(
-        sa.func.hashtextextended(ordered.c.k, 0)))).select_from(ordered))
+    limit = sa.literal(str(HOLD_TIMEOUT_MS), sa.Text)
+    bound = sa.select(sa.func.set_config("idle_in_transaction_session_timeout", limit, True)
+                      .op("||")(sa.func.set_config("lock_timeout", limit, True))).scalar_subquery()
+    taken = runner.execute(sa.select(listed.c.k, bound).where(
+        sa.func.pg_try_advisory_xact_lock(sa.func.hashtextextended(listed.c.k, 0))))
+    return {keys[row[0]] for row in taken}
 
 
 def _since(per: timedelta) -> Any:
@@ -166,16 +203,34 @@ def _key_room(models: Models, kind: str, limits: KindLimits, bucket: Any) -> Any
     return sa.func.least(*parts) if len(parts) > 1 else parts[0]
 
 
-def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
-    """The ids to claim, in fair order, at most the kind's budget and each key's."""
+def _unkeyed(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
+    """No keys to be fair across: the ids to claim in the claim index's order, up to the budget, locked."""
+    job = models.Job
+    plain_ids = (sa.select(job.id)
+                 .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
+                        claimable_kinds(models, [kind]))
+                 .order_by(job.priority, job.created_at).limit(_budget(models, kind, limits, room))
+                 .with_for_update(skip_locked=True))
+    return sa.func.ARRAY(plain_ids.scalar_subquery())
+
+
+def _locked(models: Models, ids: list[str]) -> Any:
+    """Those of ``ids`` still pending that no other transaction has locked, locked now (``SKIP LOCKED``)."""
+    job = models.Job
+    free = (sa.select(job.id).where(job.id == sa.any_(sa.literal(ids, postgresql.ARRAY(sa.Text))),
+                                    job.status == Status.PENDING.value)
+            .order_by(job.id).with_for_update(skip_locked=True))
+    return sa.func.ARRAY(free.scalar_subquery())
+
+
+def _fair(models: Models, kind: str, limits: KindLimits, room: int, skipped: Sequence[str]) -> Any:
+    """The ids to claim, in fair order, at most the kind's budget and each key's, none of ``skipped``.
+
+    Ranked without row locks (window functions and ``FOR UPDATE`` do not
+    mix): the kind's lock keeps other claimers out, and :func:`_locked`
+    then skips what another transaction holds.
+    """
     job, key, turn = models.Job, models.Limits.Key, models.Limits.Turn
-    if not limits.keyed:  # no keys to be fair across: the claim index's order, up to the budget
-        plain_ids = (sa.select(job.id)
-                     .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
-                            claimable_kinds(models, [kind]))
-                     .order_by(job.priority, job.created_at).limit(_budget(models, kind, limits, room))
-                     .with_for_update(skip_locked=True))
-        return sa.func.ARRAY(plain_ids.scalar_subquery())
     bucket = sa.func.coalesce(key.key, NO_KEY)
     candidates = (
         sa.select(job.id, job.priority, job.created_at, bucket.label("bucket"), key.key.label("key"),
@@ -185,7 +240,8 @@ def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
                   .label("in_tier"))
         .select_from(job).outerjoin(key, key.job_id == job.id)
         .where(job.status == Status.PENDING.value, job.kind == kind, job.visible_at <= sa.func.now(),
-               claimable_kinds(models, [kind]))
+               claimable_kinds(models, [kind]),
+               *([job.id != sa.all_(sa.literal(list(skipped), postgresql.ARRAY(sa.Text)))] if skipped else []))
         .subquery("candidates")
     )
     keyed = sa.select(candidates.c.bucket).distinct().where(candidates.c.key.is_not(None)).subquery("keyed")
@@ -200,17 +256,41 @@ def _picked(models: Models, kind: str, limits: KindLimits, room: int) -> Any:
                   candidates.c.bucket, candidates.c.created_at, candidates.c.id)
         .limit(_budget(models, kind, limits, room))
     )
-    return sa.func.ARRAY(fair.scalar_subquery())
+    return fair
 
 
 def claim_kind(models: Models, runner: Runner, params: ClaimParams, kind: str, limits: KindLimits,
                room: int) -> list[ClaimedJob]:
-    """Claim at most ``room`` jobs of one limited kind (its lock held), log their starts and turns."""
+    """Claim at most ``room`` jobs of one limited kind (its lock held), log their starts and turns.
+
+    A row another transaction has locked is skipped; a keyed kind then
+    ranks again without it, for what is left of its budget.
+    """
+    if not limits.keyed:
+        return _claim_ids(models, runner, params, kind, limits, _unkeyed(models, kind, limits, room))
+    jobs: list[ClaimedJob] = []
+    skipped: list[str] = []
+    for _ in range(SKIP_ROUNDS):
+        picked = list(runner.execute(_fair(models, kind, limits, room - len(jobs), skipped)).scalars())
+        if not picked:
+            break
+        claimed = _claim_ids(models, runner, params, kind, limits, _locked(models, picked))
+        jobs += claimed
+        if len(claimed) == len(picked) or len(jobs) >= room:
+            break
+        taken = {job.id for job in claimed}
+        skipped += [i for i in picked if i not in taken]  # locked elsewhere, or no longer pending
+    return jobs
+
+
+def _claim_ids(models: Models, runner: Runner, params: ClaimParams, kind: str, limits: KindLimits,
+               ids: Any) -> list[ClaimedJob]:
+    """Claim the pending rows of ``ids`` (an array expression), log their starts and turns."""
     job, key = models.Job, models.Limits.Key
     key_of = sa.select(key.key).where(key.job_id == job.id).scalar_subquery()
     stmt = (
         sa.update(job)
-        .where(job.id == sa.any_(_picked(models, kind, limits, room)), job.status == Status.PENDING.value)
+        .where(job.id == sa.any_(ids), job.status == Status.PENDING.value)
         .values(status=Status.CLAIMED.value, claimed_by=params.worker_id, run_count=job.run_count + 1,
                 claim_expires_at=sa.func.now() + _lease_expr(models, replace(params, kinds=[kind])))
         .returning(job.id, job.kind, job.payload, job.carry, job.priority, job.created_at, job.run_count,
@@ -234,9 +314,9 @@ def _record(models: Models, runner: Runner, kind: str, limits: KindLimits, start
     """Log the starts (rate-limited kinds), prune the log, and move the claimed keys' turns to now."""
     start: Any = models.Limits.Start
     turn: Any = models.Limits.Turn
-    windows = [r.per for r in (limits.rate_limit, limits.key_rate_limit) if r is not None]
-    if windows:
-        runner.execute(sa.delete(start).where(start.kind == kind, start.at <= started - max(windows))
+    if limits.rate_limit is not None or limits.key_rate_limit is not None:
+        # past the longest window a rate may have, not the one in force: a window widened later sees every start
+        runner.execute(sa.delete(start).where(start.kind == kind, start.at <= started - MAX_RATE_WINDOW)
                        .execution_options(synchronize_session=False))
         runner.execute(sa.insert(start), [{"kind": kind, "key": b, "at": started} for b in starts])
     if limits.keyed:

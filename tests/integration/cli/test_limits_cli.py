@@ -40,3 +40,17 @@ def test_bad_values_are_refused(db: list[str]) -> None:
     assert run("limits", "set", *db, "--global", "lots", "k").exit_code != 0
     assert run("limits", "set", *db, "--rate", "100", "k").exit_code != 0
     fails(run("limits", "set", *db, "--global", "0", "k"), "global_concurrency")
+
+
+def test_a_key_limit_for_a_kind_without_limit_key_is_refused_with_app(db: list[str], pg_url: str,
+                                                                      prefix: str, engine: sa.Engine) -> None:
+    app = ["--app", "limits_app:app"]
+    env = {"VENTURI_PREFIX": prefix, "VENTURI_DSN": plain_url(pg_url)}
+    for option, value in (("--per-key", "1"), ("--key-rate", "5/1m")):
+        fails(run("limits", "set", *app, *db, option, value, "partner", env=env),
+              "kind 'partner' declares no limit_key")
+    assert "no limits" in ok(run("limits", "list", *db)).stdout  # nothing written
+    shown = ok(run("limits", "set", *app, *db, "--per-key", "2", "export", env=env)).stdout
+    assert "key_concurrency" in shown and "override" in shown
+    listed = json.loads(ok(run("limits", "list", *app, *db, "--json", env=env)).stdout)
+    assert ("partner", "global_concurrency", "declared") in {(i["kind"], i["name"], i["source"]) for i in listed}

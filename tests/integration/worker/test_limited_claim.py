@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from marshmallow import Schema, fields
+from support.async_engines import async_engine_fixture  # noqa: F401 - the async_engine fixture
 from support.workers import enqueue
 
 from venturi_sa import Queue, Rate, Task
@@ -337,3 +338,56 @@ def test_stats_count_the_jobs_held_by_a_limit(engine: sa.Engine, models: Any) ->
     stats = queue.stats(engine)
     assert stats.limited == {"stats_partner": 2, "stats_export": 2}
     assert stats.as_dict()["limited"] == {"stats_partner": 2, "stats_export": 2}
+
+
+def test_a_window_widened_at_runtime_counts_the_starts_of_the_narrower_one(engine: sa.Engine, models: Any) -> None:
+    class Call(Task):
+        KIND = "widened_call"
+        rate_limit = Rate(3, timedelta(seconds=1))
+
+    queue = Queue(models, [Call])
+    enqueue(engine, queue, *[Call() for _ in range(10)])
+    start = models.Limits.Start
+    first = _claim(engine, models, [Call])
+    assert len(first) == 3
+    with engine.begin() as conn:  # they started 2 s ago: past the 1 s window, well inside a minute
+        conn.execute(sa.update(start).values(at=start.at - timedelta(seconds=2)))
+    assert len(_claim(engine, models, [Call])) == 3  # the 1 s window has room again
+    queue.set_limit(engine, "widened_call", rate_limit=Rate(5, timedelta(minutes=1)), actor="ops")
+    assert _claim(engine, models, [Call]) == []  # 6 starts in the minute: no room under 5 per minute
+    with engine.connect() as conn:
+        assert limits.starts_within(models, conn, "widened_call", timedelta(minutes=1)) == 6
+
+
+def test_a_key_limit_for_a_kind_without_limit_key_is_refused(engine: sa.Engine, models: Any,
+                                                              async_engine: Any) -> None:
+    import asyncio
+
+    import pytest
+
+    from venturi_sa import InvalidOption, VenturiError
+
+    class Partner(Task):
+        KIND = "keyless_partner"
+        global_concurrency = 2
+
+    class Export(Task):
+        KIND = "keyed_export"
+        Payload = Tenant
+
+        def limit_key(self) -> str | None:
+            return self.payload["tenant"]
+
+    queue = Queue(models, [Partner, Export])
+    refused = "kind 'keyless_partner' declares no limit_key"
+    for key_limit in ({"key_concurrency": 1}, {"key_rate_limit": Rate(1, timedelta(minutes=1))}):
+        with pytest.raises(InvalidOption, match=refused) as caught:
+            queue.set_limit(engine, "keyless_partner", global_concurrency=1, **key_limit)  # type: ignore[arg-type]
+        assert isinstance(caught.value, VenturiError)
+        with pytest.raises(InvalidOption, match=refused):
+            asyncio.run(queue.set_limit_async(async_engine, "keyless_partner", **key_limit))  # type: ignore[arg-type]
+    assert [i.source for i in queue.limits(engine)] == ["declared"]  # nothing written
+    queue.set_limit(engine, "keyless_partner", key_concurrency=None, actor="ops")  # "no key limit": harmless
+    [info] = queue.set_limit(engine, "keyed_export", key_concurrency=2, actor="ops")
+    assert (info.name, info.value, info.source) == ("key_concurrency", 2, "override")
+    Queue(models, []).set_limit(engine, "keyless_partner", key_concurrency=1)  # no task code: taken as given

@@ -15,6 +15,7 @@ number, start and end on the database clock, each committed at once). Kinds:
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -103,6 +104,11 @@ def build_queue(prefix: str, engine: sa.Engine) -> Queue:
             span(ctx, None, 0)
 
     return Queue(make_models(prefix), [Partner, Export, Fair, Plain, Stuck])
+
+
+def app() -> Queue:
+    """The queue of ``VENTURI_PREFIX`` for ``venturi limits ... --app limits_app:app`` (no handler runs there)."""
+    return build_queue(os.environ["VENTURI_PREFIX"], sa.create_engine(os.environ["VENTURI_DSN"]))
 
 
 def main() -> int:
