@@ -9,7 +9,10 @@ route for jobs: it passes :meth:`Dashboard.guard` first, checks every id, then
 applies the action to the selected ids, or to every job matching the
 submitted filter; a dangerous action (kill, cancel) first answers a
 confirmation page (:mod:`venturi_sa.web.confirm`).  Bad input answers 400, an
-unknown job 404, the database away 503 (a page that retries).
+unknown job 404, the database away 503 (a page that retries), a statement
+cancelled by the dashboard's ``query_timeout`` (a lock held on the jobs table)
+503 "busy" with ``Retry-After``, and a statement the database role may not
+run 403.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.history import decode_cursor, encode_cursor
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
+from venturi_sa.storage.faults import is_insufficient_privilege
+from venturi_sa.storage.query_timeouts import is_busy, query_timeout
 from venturi_sa.web import confirm, forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
@@ -342,8 +347,9 @@ def handlers(dashboard: Dashboard) -> dict[Any, Any]:
 
     async def unavailable(request: Request, exc: Exception) -> Response:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-        response = dashboard.render(request, "unavailable.html", status_code=503, message=reason,
-                                    retry=RETRY_SECONDS)
+        busy = is_busy(exc)
+        response = dashboard.render(request, "busy.html" if busy else "unavailable.html", status_code=503,
+                                    message=reason, retry=RETRY_SECONDS, timeout=query_timeout(dashboard.engine))
         response.headers["Retry-After"] = str(RETRY_SECONDS)
         return response
 
@@ -351,7 +357,15 @@ def handlers(dashboard: Dashboard) -> dict[Any, Any]:
         return dashboard.render(request, "error.html", status_code=400,
                                 message="the database refused this input: check the values and try again")
 
+    async def not_permitted(request: Request, exc: Exception) -> Response:
+        if not is_insufficient_privilege(exc):
+            raise exc
+        return dashboard.render(request, "error.html", status_code=403, message=(
+            "the dashboard's database role may not do this (" + str(getattr(exc, "orig", None) or exc)
+            .strip().splitlines()[0][:200] + "): see docs/security.md"))
+
     return {Refused: refused, HTTPException: http_error, sa.exc.OperationalError: unavailable,
+            sa.exc.ProgrammingError: not_permitted,
             sa.exc.InterfaceError: unavailable, sa.exc.TimeoutError: unavailable,
             sa.exc.DataError: refused_by_database, RecursionError: refused_by_database}
 
