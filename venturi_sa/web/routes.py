@@ -46,6 +46,8 @@ PAGE_SIZE = 50
 BULK_BATCH = 100
 BULK_MOST = 2000
 """The most jobs one "all matching" request changes (the page says when more may match)."""
+FORM_FIELDS = 50
+"""Form fields an action may carry besides its ids (csrf, do, note, the filter, the action's own)."""
 WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
            "7d": timedelta(days=7)}
 TEXT_LIMIT = 200
@@ -201,15 +203,15 @@ def routes(dashboard: Dashboard) -> list[Route]:
     control, control_fragment = paired(control_data, "control.html", "control_body.html", "control")
 
     async def act(request: Request) -> Response:
-        form = await request.form()
+        form = await request.form(max_fields=BULK_MOST + FORM_FIELDS)
         name, _, scope = str(form.get("do") or "").partition(":")
         action = dashboard.actions.get(name)
-        if action is None or scope not in ("selected", "matching"):
+        if action is None or scope not in ("selected", "matching", *((confirm.CONFIRMED,) if action.danger else ())):
             raise _bad(f"unknown action {str(form.get('do'))[:80]!r}")
         dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
         if scope == "matching" and not action.bulk:
             raise _bad(f"{action.label} applies to one job at a time, from the job's page")
-        ids = _selected(action, form) if scope == "selected" else []
+        ids = _selected(action, form) if scope == "selected" else []  # a confirmation's are in its signed field
         ctx = _context(request, action, form)
         if action.danger:
             return await confirm.confirmed(dashboard, request, form, action, ctx, ids, scope)
