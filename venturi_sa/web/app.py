@@ -163,6 +163,7 @@ class Dashboard:
         base = self.base(request)
         context.setdefault("page", "")
         context.setdefault("msg", request.query_params.get("msg", ""))
+        context.setdefault("allowed", getattr(request.state, "venturi_allowed", frozenset()))
         context.update(dashboard=self, base=base, csrf=token)
         response = self.templates.TemplateResponse(request, template, context, status_code=status_code)
         name = csrf_cookie_name(request)
@@ -190,8 +191,36 @@ class Dashboard:
         check_csrf(request, form.get("csrf"), self.secret)
 
     async def may_view(self, request: Request, job_ids: Sequence[str] = ()) -> None:
-        """``authorize(request, "view", job_ids)``: :class:`Refused` (403) unless it allows the request."""
+        """``authorize(request, "view", job_ids)``: :class:`Refused` (403) unless it allows the request.
+
+        Then asks ``authorize(request, action, job_ids)`` for every action and
+        schedules-page operation, so that the page draws only the buttons and
+        forms of those it allows (none when read-only); the server still checks
+        each action when it is submitted.
+        """
         await check_authorized(self.authorize, request, VIEW, job_ids)
+        request.state.venturi_allowed = await self.allowed(request, job_ids)
+
+    async def allowed(self, request: Request, job_ids: Sequence[str] = ()) -> frozenset[str]:
+        """The names of the actions and operations ``authorize`` allows on ``job_ids`` (all without a hook)."""
+        from venturi_sa.web.pauses import OPERATIONS
+
+        if self.read_only:
+            return frozenset()
+        names = [*self.actions, *OPERATIONS]
+        allowed = []
+        for name in names:
+            try:
+                await check_authorized(self.authorize, request, name, job_ids)
+            except Refused:
+                continue
+            allowed.append(name)
+        return frozenset(allowed)
+
+    @staticmethod
+    def fields_of(actions: Sequence[Action]) -> list[str]:
+        """The form fields ``actions`` read, each once, in order."""
+        return list(dict.fromkeys(f for a in actions for f in a.fields))
 
     async def guard(self, request: Request, form: Any, action: str, job_ids: Sequence[str]) -> None:
         """Read-only, CSRF, then ``authorize(request, action, job_ids)``: :class:`Refused` unless all pass."""
