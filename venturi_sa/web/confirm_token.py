@@ -7,7 +7,7 @@ followed by an HMAC-SHA256 under the dashboard's secret of that text and the
 browser's CSRF token.  The MAC is checked before anything is decompressed, so
 only a field this dashboard made (for this browser) is ever read; one older
 than :data:`CONFIRM_SECONDS` is refused.  One field instead of one per id keeps
-a 2,000-job confirmation far below any form's field limit (about 30 KB).
+a 2,000-job confirmation far below any form's field limit (at most about 50 KB).
 """
 
 from __future__ import annotations

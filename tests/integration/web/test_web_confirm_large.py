@@ -18,7 +18,6 @@ from support.web import confirm_form, confirmed, csrf_of, many_pending, msg_of
 
 from venturi_sa import Queue
 from venturi_sa.web import create_app
-from venturi_sa.web.confirm_token import CONFIRM_SECONDS, encode
 
 SECRET = b"a confirmation test secret, 32b"
 
@@ -62,6 +61,8 @@ def test_a_job_that_changed_after_the_confirmation_is_reported_not_included(
 
 def test_an_altered_or_expired_confirmation_is_refused(engine: sa.Engine, models: Any,
                                                        seeded: dict[str, list[str]]) -> None:
+    from venturi_sa.web.confirm_token import CONFIRM_SECONDS, encode
+
     queue = Queue(models)
     target = seeded["pending"][0]
     app = create_app(engine, models.prefix, listen=False, secret=SECRET)
