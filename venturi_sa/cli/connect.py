@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 import alembic_venturi
-from venturi_sa.cli.failures import CliError, first_line
+from venturi_sa.cli.failures import QUERY_TIMEOUT_META, CliError, busy, first_line
 from venturi_sa.cli.options import DEFAULTED_META
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import make_models
@@ -33,6 +33,7 @@ from venturi_sa.queue import Queue
 from venturi_sa.storage.backend import ping as ping_database
 from venturi_sa.storage.catalog import queue_prefixes
 from venturi_sa.storage.drivers import DEFAULT_SYNC, DRIVERS, Driver
+from venturi_sa.storage.query_timeouts import DEFAULT_SECONDS, bounded, is_busy
 
 NO_DSN = "no database given: pass --dsn postgresql://user:password@host/dbname or set VENTURI_DSN"
 BACKENDS = {"postgres", "postgresql"}
@@ -136,6 +137,8 @@ def check_schema(engine: sa.Engine, prefix: str) -> None:
     try:
         require_schema(engine, prefix)
     except OperationalError as exc:
+        if is_busy(exc):
+            raise busy(query_timeout()) from None
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
 
 
@@ -175,10 +178,26 @@ def ping(engine: sa.Engine) -> None:
         raise CliError(f"cannot connect to {shown(engine.url)}: {first_line(exc)}") from None
 
 
+def query_timeout() -> float | None:
+    """The ``--query-timeout`` of this run (``VENTURI_QUERY_TIMEOUT``; default 5 s; 0: none)."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.meta.get(QUERY_TIMEOUT_META, DEFAULT_SECONDS) if ctx is not None else DEFAULT_SECONDS
+    return float(found) or None
+
+
 @contextmanager
-def opened(dsn: str | None, prefix: str | None = None, *, concurrency: int = 1) -> Iterator[sa.Engine]:
-    """An engine for ``dsn``, disposed on exit; checked to be at HEAD for ``prefix`` if given."""
-    engine = make_engine(normalize_dsn(dsn), concurrency)
+def opened(dsn: str | None, prefix: str | None = None, *, concurrency: int = 1,
+           bound: bool = True) -> Iterator[sa.Engine]:
+    """An engine for ``dsn``, disposed on exit; checked to be at HEAD for ``prefix`` if given.
+
+    With ``bound`` (reads and one-job actions), every transaction on it waits
+    at most ``--query-timeout`` seconds for a lock or a statement
+    (:func:`venturi_sa.storage.query_timeouts.bounded`); a statement cancelled
+    so is rolled back and the command prints "the database is busy: ..." and
+    exits 1.
+    """
+    raw = make_engine(normalize_dsn(dsn), concurrency)
+    engine = bounded(raw, query_timeout()) if bound else raw
     try:
         if prefix is None:
             ping(engine)
@@ -186,7 +205,7 @@ def opened(dsn: str | None, prefix: str | None = None, *, concurrency: int = 1) 
             check_schema(engine, prefix)
         yield engine
     finally:
-        engine.dispose()
+        raw.dispose()
 
 
 def bare_queue(prefix: str) -> Queue:

@@ -12,6 +12,9 @@ import click
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from venturi_sa.errors import VenturiError
+from venturi_sa.storage.query_timeouts import is_busy
+
+QUERY_TIMEOUT_META = "venturi.query_timeout"  # ctx.meta: the --query-timeout of this run
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -50,6 +53,14 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def busy(seconds: float | None) -> CliError:
+    """The one line a command gets when its statement waited past ``--query-timeout`` and was cancelled."""
+    waited = f"more than {seconds:g} s" if seconds else "too long"
+    return CliError(f"the database is busy: a statement waited {waited} for a lock on the queue's tables (a "
+                    "migration, VACUUM FULL or a long transaction holds one) and was cancelled, nothing changed; "
+                    "retry later, or raise --query-timeout")
+
+
 def translate(exc: BaseException, ctx: click.Context) -> CliError | None:
     """The one-line error for ``exc``, or None when it is a bug (let it show a traceback)."""
     if isinstance(exc, CliError):
@@ -61,6 +72,8 @@ def translate(exc: BaseException, ctx: click.Context) -> CliError | None:
         return CliError(exc.format_message())
     if isinstance(exc, VenturiError):
         return CliError(str(exc))
+    if isinstance(exc, SQLAlchemyError) and is_busy(exc):
+        return busy(ctx.meta.get(QUERY_TIMEOUT_META))
     if isinstance(exc, SQLAlchemyError):
         return CliError(f"database error: {first_line(exc)}")
     return None

@@ -40,7 +40,7 @@ def migrate(dsn: str | None, prefix: str, revision: str, stamp: bool, as_json: b
     """
     from alembic.util import CommandError  # Alembic loads when a migration runs, not with every command
 
-    with opened(dsn) as engine:
+    with opened(dsn, bound=False) as engine:
         before = alembic_venturi.current(engine, prefix, report_app_managed=True)
         if before == alembic_venturi.APP_MANAGED:
             _app_managed(engine, prefix, stamp, as_json)

@@ -95,7 +95,7 @@ def cleanup(dsn: str | None, prefix: str, as_json: bool, older_than: timedelta, 
     """
     queue = bare_queue(prefix)
     progress = Progress("deleted")
-    with opened(dsn, prefix) as engine:
+    with opened(dsn, prefix, bound=False) as engine:
         try:
             count = queue.cleanup(engine, older_than=older_than, status=status, kind=kind,
                                   batch_size=batch_size, dry_run=dry_run, progress=None if dry_run else progress)
@@ -125,7 +125,7 @@ def archive(dsn: str | None, prefix: str, as_json: bool, older_than: timedelta, 
     it can run on a live queue; interrupting it keeps what was already moved.
     """
     queue = bare_queue(prefix)
-    with opened(dsn, prefix) as engine:
+    with opened(dsn, prefix, bound=False) as engine:
         moved = queue.archive(engine, older_than=older_than, batch_size=batch_size)
     if as_json:
         emit_json({"archived": moved, "older_than_seconds": older_than.total_seconds()})

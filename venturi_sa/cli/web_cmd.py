@@ -19,7 +19,7 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from venturi_sa.cli.connect import opened
+from venturi_sa.cli.connect import opened, query_timeout
 from venturi_sa.cli.failures import CliError
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import APP_META, app_option, dsn_option, prefix_option
@@ -118,8 +118,8 @@ def web(dsn: str | None, prefix: str, host: str, port: int, read_only: bool, pol
     With --app, the app's task types validate payload edits on the job page.
     """
     app = click.get_current_context().meta.get(APP_META)
-    with opened(dsn, prefix, concurrency=8) as engine:
+    with opened(dsn, prefix, concurrency=8, bound=False) as engine:
         serve_dashboard(engine, prefix, host=host, port=port, read_only=read_only, allowed_hosts=allowed_hosts,
                         token=token,
-                        poll_interval=poll_interval, listen=not no_listen,
+                        poll_interval=poll_interval, listen=not no_listen, query_timeout=query_timeout(),
                         tasks=app.queue.registry if app is not None else ())

@@ -126,3 +126,8 @@ def _refused_on_purpose(error: BaseException) -> bool:
 def is_undefined_table(error: BaseException) -> bool:
     """True for a missing table or column: the queue's schema is not migrated."""
     return sqlstate(error) in ("42P01", "42703")
+
+
+def is_insufficient_privilege(error: BaseException) -> bool:
+    """True if the role lacks a privilege the statement needs (``42501``): a grant, not a retry, fixes it."""
+    return sqlstate(error) == "42501"

@@ -32,6 +32,7 @@ from starlette.templating import Jinja2Templates
 
 from venturi_sa.models import Models, make_models
 from venturi_sa.prefix import validate_prefix
+from venturi_sa.storage.query_timeouts import DEFAULT_SECONDS, bounded
 from venturi_sa.task import Registry, Task
 from venturi_sa.web import charts, queries
 from venturi_sa.web.actions import Action, registry
@@ -95,8 +96,8 @@ class Dashboard:
     def __init__(self, engine: sa.Engine, models: Models, *, read_only: bool, authorize: Authorize | None,
                  redact: Redact, actor: ActorOf, actions: Sequence[Action], pages: Sequence[Page],
                  poll_interval: float, listen: bool, title: str, template_dirs: Sequence[str | Path],
-                 tasks: Registry, secret: bytes) -> None:
-        self.engine = engine
+                 tasks: Registry, secret: bytes, query_timeout: float | None = DEFAULT_SECONDS) -> None:
+        self.engine = bounded(engine, query_timeout)
         self.secret = secret
         self.tasks = tasks
         self.models = models
@@ -162,6 +163,7 @@ class Dashboard:
         base = self.base(request)
         context.setdefault("page", "")
         context.setdefault("msg", request.query_params.get("msg", ""))
+        context.setdefault("allowed", getattr(request.state, "venturi_allowed", frozenset()))
         context.update(dashboard=self, base=base, csrf=token)
         response = self.templates.TemplateResponse(request, template, context, status_code=status_code)
         name = csrf_cookie_name(request)
@@ -189,8 +191,36 @@ class Dashboard:
         check_csrf(request, form.get("csrf"), self.secret)
 
     async def may_view(self, request: Request, job_ids: Sequence[str] = ()) -> None:
-        """``authorize(request, "view", job_ids)``: :class:`Refused` (403) unless it allows the request."""
+        """``authorize(request, "view", job_ids)``: :class:`Refused` (403) unless it allows the request.
+
+        Then asks ``authorize(request, action, job_ids)`` for every action and
+        schedules-page operation, so that the page draws only the buttons and
+        forms of those it allows (none when read-only); the server still checks
+        each action when it is submitted.
+        """
         await check_authorized(self.authorize, request, VIEW, job_ids)
+        request.state.venturi_allowed = await self.allowed(request, job_ids)
+
+    async def allowed(self, request: Request, job_ids: Sequence[str] = ()) -> frozenset[str]:
+        """The names of the actions and operations ``authorize`` allows on ``job_ids`` (all without a hook)."""
+        from venturi_sa.web.pauses import OPERATIONS
+
+        if self.read_only:
+            return frozenset()
+        names = [*self.actions, *OPERATIONS]
+        allowed = []
+        for name in names:
+            try:
+                await check_authorized(self.authorize, request, name, job_ids)
+            except Refused:
+                continue
+            allowed.append(name)
+        return frozenset(allowed)
+
+    @staticmethod
+    def fields_of(actions: Sequence[Action]) -> list[str]:
+        """The form fields ``actions`` read, each once, in order."""
+        return list(dict.fromkeys(f for a in actions for f in a.fields))
 
     async def guard(self, request: Request, form: Any, action: str, job_ids: Sequence[str]) -> None:
         """Read-only, CSRF, then ``authorize(request, action, job_ids)``: :class:`Refused` unless all pass."""
@@ -221,7 +251,8 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                actor: ActorOf | None = None, actions: Sequence[Action] = (), pages: Sequence[Page] = (),
                poll_interval: float = 2.0, listen: bool = True, title: str | None = None,
                template_dirs: Sequence[str | Path] = (),
-               tasks: Registry | Iterable[type[Task]] = (), secret: str | bytes | None = None) -> Starlette:
+               tasks: Registry | Iterable[type[Task]] = (), secret: str | bytes | None = None,
+               query_timeout: float | None = DEFAULT_SECONDS) -> Starlette:
     """The dashboard of queue ``prefix`` on ``engine`` (a sync Engine), as a Starlette app.
 
     ``read_only`` refuses every action on the server (403) and hides the buttons.
@@ -238,6 +269,12 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
     the queue at most every ``poll_interval`` seconds while a browser watches,
     and wakes on the queue's NOTIFY unless ``listen`` is False (e.g. behind PgBouncer
     in transaction mode).  The app holds no transaction open between requests.
+    Every transaction it opens (reads, the live feed's check, actions) waits at
+    most ``query_timeout`` seconds (default 5; None: no bound) for a lock or a
+    statement (``SET LOCAL statement_timeout`` and ``lock_timeout``); a page
+    whose read is cancelled so answers 503 "busy" with ``Retry-After`` and its
+    connection goes back to the pool, and an action so cancelled is rolled back
+    and reported.
     """
     from venturi_sa.web import routes
 
@@ -247,7 +284,7 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                           pages=pages, poll_interval=poll_interval, listen=listen,
                           title=title or f"venturi · {prefix}", template_dirs=template_dirs,
                           tasks=tasks if isinstance(tasks, Registry) else Registry(tuple(tasks)),
-                          secret=_secret(secret))
+                          secret=_secret(secret), query_timeout=query_timeout)
     table: list[BaseRoute] = [
         *routes.routes(dashboard),
         *(_page_route(p, dashboard) for p in dashboard.pages),

@@ -4,18 +4,21 @@ The first POST of a dangerous action changes nothing: it resolves what would
 change (the selected ids, or every job matching the filter, up to
 ``BULK_MOST``), asks ``authorize`` about those ids, reads each one's kind and
 status, and answers a confirmation page naming the count, the kinds and the
-filter.  That page's form carries the ids and a code, an HMAC under the
-dashboard's secret of the action, the ids, the note and the page's CSRF
-token: only that form, submitted from the browser it was shown to, acts, and
-only on exactly those ids.  The confirmed POST checks every id again
-before changing any (an unknown one is reported, not attempted), then acts on
-each in its own transaction (a job whose status no longer allows it is
-refused by the action, unchanged) and answers a page with each job's result.
+filter.  That page's form carries one field, a signed and expiring record of
+the action, the note and each id with the status it had
+(:mod:`venturi_sa.web.confirm_token`; HMAC under the dashboard's secret,
+bound to the page's CSRF token): only that form, submitted from the browser
+it was shown to within :data:`~venturi_sa.web.confirm_token.CONFIRM_SECONDS`,
+acts, and only on exactly those ids.  The confirmed POST asks ``authorize``
+again, reads every id's status again before changing any, and leaves out,
+reported, each job that is gone or whose status changed since the page was
+drawn; then it acts on each of the others in its own transaction (a job whose
+status changes meanwhile is refused by the action, unchanged) and answers a
+page with each job's result.  A crash mid-way leaves the jobs done so far done.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections import Counter
 from typing import Any
 
@@ -28,14 +31,11 @@ from starlette.responses import Response
 from venturi_sa.web import queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
-from venturi_sa.web.security import check_authorized, csrf_token, sign
+from venturi_sa.web.confirm_token import SELECTION_FIELD, BadConfirmation, decode, encode
+from venturi_sa.web.security import check_authorized, csrf_token
 
-CONFIRM_FIELD = "confirm"
-
-
-def code(dashboard: Dashboard, request: Request, action: Action, ids: list[str], note: str | None) -> str:
-    """The confirmation code of acting with ``action`` on ``ids`` from this browser (see the module docstring)."""
-    return sign(dashboard.secret, "confirm", csrf_token(request, dashboard.secret), action.name, note or "", *ids)
+CONFIRMED = "confirmed"
+"""The scope of a confirmation page's POST (``do=kill:confirmed``): its ids are in the signed field."""
 
 
 async def confirmed(dashboard: Dashboard, request: Request, form: FormData, action: Action, ctx: ActionContext,
@@ -43,6 +43,8 @@ async def confirmed(dashboard: Dashboard, request: Request, form: FormData, acti
     """The confirmation page for ``action`` on ``ids`` (or the filter's matches), or, confirmed, its results."""
     from venturi_sa.web import routes
 
+    if scope == CONFIRMED:
+        return await _act(dashboard, request, form, action, ctx)
     given: dict[str, str] = {}
     truncated = False
     if scope == "matching":
@@ -54,27 +56,40 @@ async def confirmed(dashboard: Dashboard, request: Request, form: FormData, acti
         ids = ids[:routes.BULK_MOST]
     await check_authorized(dashboard.authorize, request, action.name, ids)
     found = await run_in_threadpool(queries.selection, dashboard.models, dashboard.engine, ids)
-    expected = code(dashboard, request, action, ids, ctx.note)
-    submitted = form.get(CONFIRM_FIELD)
-    if submitted is None or scope == "matching":
-        return _ask(dashboard, request, action, ids, found, given, truncated, ctx.note, expected)
-    if not isinstance(submitted, str) or not hmac.compare_digest(submitted, expected):
-        raise HTTPException(400, f"this {action.label} confirmation does not match what was submitted: "
-                                 "start again from the jobs page")
-    outcome = Outcome(skipped={i: f"no job with id {i}" for i in ids if i not in found})
-    eligible = [i for i in ids if i not in outcome.skipped]
-    outcome.merge(await run_in_threadpool(apply_each, action, ctx, eligible))
-    return _results(dashboard, request, action, ids, found, outcome)
-
-
-def _ask(dashboard: Dashboard, request: Request, action: Action, ids: list[str],
-         found: dict[str, tuple[str, str]], given: dict[str, str], truncated: bool, note: str | None,
-         expected: str) -> Response:
+    statuses = {i: found[i][1] if i in found else None for i in ids}
+    field = encode(dashboard.secret, csrf_token(request, dashboard.secret), action.name, ctx.note or "", statuses)
     applicable = [i for i in ids if i in found and found[i][1] in action.statuses]
     kinds = Counter(found[i][0] for i in applicable)
     return dashboard.render(request, "confirm.html", page="jobs", action=action, ids=ids, applicable=applicable,
-                            kinds=sorted(kinds.items()), given=given, truncated=truncated, note=note or "",
-                            code=expected, most=len(ids), others=len(ids) - len(applicable))
+                            kinds=sorted(kinds.items()), given=given, truncated=truncated, note=ctx.note or "",
+                            selection=field, field_name=SELECTION_FIELD, scope=CONFIRMED, most=len(ids),
+                            others=len(ids) - len(applicable))
+
+
+async def _act(dashboard: Dashboard, request: Request, form: FormData, action: Action,
+               ctx: ActionContext) -> Response:
+    """The confirmed POST: exactly the confirmed ids, less those gone or changed since, each reported."""
+    try:
+        record = decode(dashboard.secret, csrf_token(request, dashboard.secret), form.get(SELECTION_FIELD))
+    except BadConfirmation as exc:
+        raise HTTPException(400, f"this {action.label} confirmation {exc}: start again from the jobs page") from None
+    if record.action != action.name or record.note != (ctx.note or ""):
+        raise HTTPException(400, f"this {action.label} confirmation does not match what was submitted: "
+                                 "start again from the jobs page")
+    ids = record.ids
+    await check_authorized(dashboard.authorize, request, action.name, ids)
+    found = await run_in_threadpool(queries.selection, dashboard.models, dashboard.engine, ids)
+    outcome = Outcome()
+    for job_id, was in record.statuses.items():
+        now = found[job_id][1] if job_id in found else None
+        if now is None:
+            outcome.skipped[job_id] = f"no job with id {job_id}" + (f" (it was {was} when confirmed)" if was else "")
+        elif now != was:
+            outcome.skipped[job_id] = (f"job {job_id} changed since the confirmation (was {was or 'unknown'}, "
+                                       f"now {now}): left out")
+    eligible = [i for i in ids if i not in outcome.skipped]
+    outcome.merge(await run_in_threadpool(apply_each, action, ctx, eligible))
+    return _results(dashboard, request, action, ids, found, outcome)
 
 
 def _results(dashboard: Dashboard, request: Request, action: Action, ids: list[str],

@@ -9,7 +9,10 @@ route for jobs: it passes :meth:`Dashboard.guard` first, checks every id, then
 applies the action to the selected ids, or to every job matching the
 submitted filter; a dangerous action (kill, cancel) first answers a
 confirmation page (:mod:`venturi_sa.web.confirm`).  Bad input answers 400, an
-unknown job 404, the database away 503 (a page that retries).
+unknown job 404, the database away 503 (a page that retries), a statement
+cancelled by the dashboard's ``query_timeout`` (a lock held on the jobs table)
+503 "busy" with ``Retry-After``, and a statement the database role may not
+run 403.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.history import decode_cursor, encode_cursor
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
+from venturi_sa.storage.faults import is_insufficient_privilege
+from venturi_sa.storage.query_timeouts import is_busy, query_timeout
 from venturi_sa.web import confirm, forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
@@ -41,6 +46,8 @@ PAGE_SIZE = 50
 BULK_BATCH = 100
 BULK_MOST = 2000
 """The most jobs one "all matching" request changes (the page says when more may match)."""
+FORM_FIELDS = 50
+"""Form fields an action may carry besides its ids (csrf, do, note, the filter, the action's own)."""
 WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
            "7d": timedelta(days=7)}
 TEXT_LIMIT = 200
@@ -196,15 +203,15 @@ def routes(dashboard: Dashboard) -> list[Route]:
     control, control_fragment = paired(control_data, "control.html", "control_body.html", "control")
 
     async def act(request: Request) -> Response:
-        form = await request.form()
+        form = await request.form(max_fields=BULK_MOST + FORM_FIELDS)
         name, _, scope = str(form.get("do") or "").partition(":")
         action = dashboard.actions.get(name)
-        if action is None or scope not in ("selected", "matching"):
+        if action is None or scope not in ("selected", "matching", *((confirm.CONFIRMED,) if action.danger else ())):
             raise _bad(f"unknown action {str(form.get('do'))[:80]!r}")
         dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
         if scope == "matching" and not action.bulk:
             raise _bad(f"{action.label} applies to one job at a time, from the job's page")
-        ids = _selected(action, form) if scope == "selected" else []
+        ids = _selected(action, form) if scope == "selected" else []  # a confirmation's are in its signed field
         ctx = _context(request, action, form)
         if action.danger:
             return await confirm.confirmed(dashboard, request, form, action, ctx, ids, scope)
@@ -342,8 +349,9 @@ def handlers(dashboard: Dashboard) -> dict[Any, Any]:
 
     async def unavailable(request: Request, exc: Exception) -> Response:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-        response = dashboard.render(request, "unavailable.html", status_code=503, message=reason,
-                                    retry=RETRY_SECONDS)
+        busy = is_busy(exc)
+        response = dashboard.render(request, "busy.html" if busy else "unavailable.html", status_code=503,
+                                    message=reason, retry=RETRY_SECONDS, timeout=query_timeout(dashboard.engine))
         response.headers["Retry-After"] = str(RETRY_SECONDS)
         return response
 
@@ -351,7 +359,15 @@ def handlers(dashboard: Dashboard) -> dict[Any, Any]:
         return dashboard.render(request, "error.html", status_code=400,
                                 message="the database refused this input: check the values and try again")
 
+    async def not_permitted(request: Request, exc: Exception) -> Response:
+        if not is_insufficient_privilege(exc):
+            raise exc
+        return dashboard.render(request, "error.html", status_code=403, message=(
+            "the dashboard's database role may not do this (" + str(getattr(exc, "orig", None) or exc)
+            .strip().splitlines()[0][:200] + "): see docs/security.md"))
+
     return {Refused: refused, HTTPException: http_error, sa.exc.OperationalError: unavailable,
+            sa.exc.ProgrammingError: not_permitted,
             sa.exc.InterfaceError: unavailable, sa.exc.TimeoutError: unavailable,
             sa.exc.DataError: refused_by_database, RecursionError: refused_by_database}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -131,7 +132,8 @@ def test_authorize_decides_per_action_and_job_ids(engine: sa.Engine, models: Any
     async def authorize(request: Request, action: str, job_ids: Sequence[str]) -> bool:
         if action == "view":
             return True
-        asked.append((action, list(job_ids)))
+        if request.method == "POST":  # what is acted on (a GET asks too, to draw only allowed buttons)
+            asked.append((action, list(job_ids)))
         return action == "kill" and request.headers.get("x-role") == "admin"
 
     before = _statuses(engine, models)
@@ -169,3 +171,23 @@ def test_the_redirect_after_an_action_stays_inside_the_dashboard(client: TestCli
 def test_the_csrf_cookie_is_http_only_and_same_site(client: TestClient) -> None:
     cookie = client.get("/").headers["set-cookie"]
     assert "venturi_csrf=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+
+
+def test_buttons_of_actions_authorize_refuses_are_not_drawn(engine: sa.Engine, models: Any,
+                                                            seeded: dict[str, list[str]]) -> None:
+    def only_view(request: Request, action: str, job_ids: Sequence[str]) -> bool:
+        return action == "view" or (request.headers.get("x-role") == "killer" and action == "kill")
+
+    app = create_app(engine, models.prefix, authorize=only_view, listen=False)
+    pages = ("/jobs", f"/jobs/{seeded['pending'][0]}", f"/jobs/{seeded['dead'][0]}", "/schedules",
+             "/fragment/schedules")
+    with TestClient(app) as client:
+        for path in pages:  # a viewer: every page, not one button or form that would be refused
+            response = client.get(path)
+            assert response.status_code == 200
+            assert not re.findall(r'name="do"|name="note"|id="pause-form"', response.text), path
+        killer = client.get(f"/jobs/{seeded['pending'][0]}", headers={"x-role": "killer"}).text
+        assert 'id="job-kill"' in killer and 'id="job-cancel"' not in killer and 'id="job-run_now"' not in killer
+        listed = client.get("/jobs", headers={"x-role": "killer"}).text
+        assert 'id="all-kill"' in listed and 'id="do-kill"' in listed and 'id="all-requeue"' not in listed
+    app.state.dashboard.feed.close()
