@@ -69,10 +69,10 @@ def csrf_token(request: Request, secret: bytes) -> str:
     existing = request.cookies.get(csrf_cookie_name(request), "")
     if _valid(secret, existing):
         return existing
-    if "new_csrf" not in request.state.__dict__:
+    token: str | None = getattr(request.state, "new_csrf", None)  # Starlette keeps state in `_state`
+    if token is None:  # one fresh token per request, however many forms the page draws
         nonce = secrets.token_urlsafe(32)
-        request.state.new_csrf = f"{nonce}.{sign(secret, 'csrf', nonce)}"
-    token: str = request.state.new_csrf
+        token = request.state.new_csrf = f"{nonce}.{sign(secret, 'csrf', nonce)}"
     return token
 
 

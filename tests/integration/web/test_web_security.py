@@ -173,6 +173,15 @@ def test_the_csrf_cookie_is_http_only_and_same_site(client: TestClient) -> None:
     assert "venturi_csrf=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
 
 
+def test_a_first_visit_gets_one_csrf_token_however_often_it_is_asked_for() -> None:
+    """A page that draws a signed form before the layout asks twice; both must name the cookie's token."""
+    from venturi_sa.web.security import csrf_token
+
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""})
+    first = csrf_token(request, b"s" * 32)
+    assert csrf_token(request, b"s" * 32) == first
+
+
 def test_buttons_of_actions_authorize_refuses_are_not_drawn(engine: sa.Engine, models: Any,
                                                             seeded: dict[str, list[str]]) -> None:
     def only_view(request: Request, action: str, job_ids: Sequence[str]) -> bool:
