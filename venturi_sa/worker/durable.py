@@ -258,7 +258,8 @@ class DurableSteps:
         A ``delay`` over 100 years (``MAX_DELAY``, as for ``delay=``) raises
         ``InvalidOption`` before anything is recorded.
         """
-        self._sleep(self._sleep_name(name), _seconds(delay, "ctx.sleep(delay)"), None)
+        checked = _seconds(delay, "ctx.sleep(delay)")  # before the name is taken: a refusal uses nothing
+        self._sleep(self._sleep_name(name), checked, None)
 
     def sleep_until(self, when: datetime, *, name: str | None = None) -> None:
         """:meth:`sleep` until ``when`` (a timezone-aware datetime); returns at once once it has passed."""
@@ -317,8 +318,8 @@ class DurableSteps:
         wait a timeout; one over 100 years (``MAX_DELAY``) raises
         ``InvalidOption`` before anything is recorded.
         """
-        self._use(_check_name(name))
         limit = None if timeout is None else _seconds(timeout, "ctx.wait_for(timeout)")
+        self._use(_check_name(name))
         record = self._replayed(name, "wait")
         if record is None or record.resolution is None:
             models = self._models()
