@@ -135,11 +135,11 @@ def async_twin(fn: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]
 
     async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs)
-        _check_ids(bound)
         given = bound.arguments[found.bind]
         if found.joins_session and (isinstance(given, Session) or is_async(given, "AsyncSession",
                                                                            "async_scoped_session")):
             session = require_async_session(given, name)
+            _check_ids(bound)
 
             def in_session(sync: Session) -> Any:
                 bound.arguments[found.bind] = sync
@@ -147,6 +147,7 @@ def async_twin(fn: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]
 
             return await _bridged(session.run_sync(in_session))
         bound.arguments[found.bind] = require_async_engine(given, name).sync_engine
+        _check_ids(bound)
         return await _bridged(greenlet_spawn(found.raw, *bound.args, **bound.kwargs))
 
     twin.__name__ = name

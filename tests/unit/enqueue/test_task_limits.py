@@ -31,7 +31,7 @@ def test_declared_limits_are_read_from_the_class() -> None:
 
 
 @pytest.mark.parametrize(("attrs", "message"), [
-    ({"global_concurrency": 0}, "global_concurrency must be None or an integer from 1 to 2147483647, got 0 .*queue.pause"),
+    ({"global_concurrency": 0}, "global_concurrency must be None or an integer from 1 to 2147483647, got 0 .*pause"),
     ({"global_concurrency": True}, "global_concurrency"),
     ({"rate_limit": 5}, "rate_limit must be None or venturi_sa.Rate"),
     ({"key_concurrency": 3}, "does not override limit_key"),
