@@ -13,7 +13,9 @@ parent, or jobs of one flush naming each other (or an id given by hand that
 an existing dependent already names as its parent), raise
 ``DependencyCycle`` out of the flush, and nothing of the transaction can be
 committed (roll back).  ``queue.enqueue(..., after=)`` needs no check: its
-jobs get fresh ids and their parents exist before them.
+jobs get fresh ids and their parents exist before them.  ``ParentLink`` rows
+are checked once a ``Queue`` of their models exists in the process (the
+check needs its table names), and only on PostgreSQL.
 """
 
 from __future__ import annotations

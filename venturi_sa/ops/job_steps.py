@@ -40,12 +40,15 @@ DEFAULT_CAPS = SignalCaps(DEFAULT_MAX_SIGNALS, DEFAULT_MAX_SIGNAL_BYTES)
 
 
 def check_caps(count: object, total_bytes: object) -> SignalCaps:
-    """The per-job signal caps; ``InvalidOption`` unless both are integers >= 1 (bytes: at most 2**31 - 1)."""
-    for value, what, most in ((count, "max_signals_per_job", 2**31 - 1), (total_bytes, "max_signal_bytes_per_job",
-                                                                         2**31 - 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise InvalidOption(f"{what} must be an integer from 1 to {most}, got {value!r:.80}")
-    return SignalCaps(int(count), int(total_bytes))  # type: ignore[call-overload]
+    """The per-job signal caps; ``InvalidOption`` unless both are integers from 1 to 2**31 - 1."""
+    return SignalCaps(_cap(count, "max_signals_per_job"), _cap(total_bytes, "max_signal_bytes_per_job"))
+
+
+def _cap(value: object, what: str) -> int:
+    most = 2**31 - 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidOption(f"{what} must be an integer from 1 to {most}, got {value!r:.80}")
+    return value
 
 
 @dataclass(frozen=True)
