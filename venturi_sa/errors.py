@@ -44,6 +44,14 @@ class UnsupportedIsolation(InvalidOption):
     """
 
 
+class DependencyCycle(InvalidOption):
+    """Dependency rows that would make a job its own parent, or jobs wait for each other.
+
+    Raised out of the flush that wrote them (roll the session back): nothing
+    of that transaction can be committed.
+    """
+
+
 class SchemaNotMigrated(VenturiError):
     """The queue's tables are missing or older than this venturi expects."""
 
@@ -58,6 +66,15 @@ class JobNotCompleted(VenturiError, LookupError):
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class InvalidJobId(InvalidOption, JobNotFound):
+    """A job id that is not a ULID (26 characters of Crockford base32): no job can have it.
+
+    Raised before any SQL by every call that takes a job id (and by the flush
+    of a ``Job`` given such an id by hand); nothing is read or written.  A
+    ``JobNotFound`` too, so a caller that handles unknown jobs handles it.
+    """
 
 
 class InvalidTransition(VenturiError):
@@ -90,6 +107,12 @@ class SignalConflict(VenturiError):
 
     Nothing was written; the first signal of a name wins (an identical repeat
     is a harmless duplicate).
+    """
+
+
+class TooManySignals(VenturiError):
+    """``queue.signal`` past the job's cap: ``Queue(max_signals_per_job=...)`` signals or
+    ``max_signal_bytes_per_job`` bytes of payloads in all.  Nothing was written.
     """
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from venturi_sa.errors import InvalidPayload, VenturiError
 from venturi_sa.limit_policy import check_key, is_keyed
 from venturi_sa.models import Models
 from venturi_sa.storage import limit_keys as store
@@ -56,7 +57,25 @@ def key_of(task_type: type[Task], payload: Any) -> str | None:
     return check_key(task_type.from_stored(payload).limit_key(), task_type.KIND)
 
 
-def store_edited(models: Models, runner: Runner, task_type: type[Task], job_id: str, payload: Any) -> None:
-    """Recompute an edited job's key from its new stored payload."""
+def edited_key(task_type: type[Task], payload: Any) -> str | None:
+    """The key of an edited job from its new stored ``payload`` (None if its task is not keyed), read before any write.
+
+    ``limit_key()`` is the task's own code: anything it raises on the new
+    payload is refused as ``InvalidPayload`` naming the error (a bad key
+    returned is ``InvalidOption``, as at enqueue).
+    """
+    if not is_keyed(task_type):
+        return None
+    try:
+        return key_of(task_type, payload)
+    except VenturiError:
+        raise
+    except Exception as exc:  # the task's code, on a payload it was never given at enqueue
+        raise InvalidPayload(f"the new payload breaks {task_type.__name__}.limit_key(): it raised "
+                             f"{type(exc).__name__}: {str(exc)[:200]}; nothing was written") from exc
+
+
+def store_edited(models: Models, runner: Runner, task_type: type[Task], job_id: str, key: str | None) -> None:
+    """Store an edited job's key (:func:`edited_key`, computed before the edit was written)."""
     if is_keyed(task_type):
-        store.set_keys(models, runner, [(job_id, task_type.KIND, key_of(task_type, payload))])
+        store.set_keys(models, runner, [(job_id, task_type.KIND, key)])

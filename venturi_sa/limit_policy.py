@@ -45,11 +45,18 @@ def _seconds(per: timedelta) -> str:
     return f"{seconds:g}s"
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest limit or rate count: the columns holding them are 32-bit integers."""
+
+
 def check_count(value: object, field: str) -> int:
-    """``value`` if it is an integer >= 1, else ``InvalidOption`` naming ``field`` (0 means: use a pause)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """``value`` if it is an integer in [1, :data:`MAX_COUNT`], else ``InvalidOption`` naming ``field``.
+
+    0 is refused with a hint (to stop a kind, pause it).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
         hint = " (to stop a kind use queue.pause)" if value == 0 else ""
-        raise InvalidOption(f"{field} must be None or an integer >= 1, got {value!r}{hint}")
+        raise InvalidOption(f"{field} must be None or an integer from 1 to {MAX_COUNT}, got {value!r:.80}{hint}")
     return value
 
 

@@ -25,6 +25,7 @@ from venturi_sa.binds import require_async_session, require_session
 from venturi_sa.models import JobBase, Models
 from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
 from venturi_sa.ops.face import Operations
+from venturi_sa.ops.job_steps import DEFAULT_MAX_SIGNAL_BYTES, DEFAULT_MAX_SIGNALS
 from venturi_sa.periodic import declare as periodic
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
@@ -73,16 +74,22 @@ class Queue(Operations):
     ``dead`` job stays in ``<prefix>_jobs`` before the queue's workers move
     it, with its journal, to the archive (``<prefix>_archive``, migration
     v9; reads cover both); None keeps terminal jobs in ``<prefix>_jobs``
-    until cleanup, as before v9.
+    until cleanup, as before v9.  ``max_signals_per_job`` (default 1,000)
+    and ``max_signal_bytes_per_job`` (default 16 MiB of payload JSON) bound
+    the signals one job keeps: ``queue.signal`` past either raises
+    ``TooManySignals`` and writes nothing (docs/steps.md).
     """
 
     def __init__(self, models: Models, tasks: Iterable[type[Task]] = (), *, notify: bool = True,
                  check_added_jobs: bool = False,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
                  session_class: type[Session] | None = None,
-                 archive_after: timedelta | None = DEFAULT_ARCHIVE_AFTER) -> None:
+                 archive_after: timedelta | None = DEFAULT_ARCHIVE_AFTER,
+                 max_signals_per_job: int = DEFAULT_MAX_SIGNALS,
+                 max_signal_bytes_per_job: int = DEFAULT_MAX_SIGNAL_BYTES) -> None:
         super().__init__(models, Registry(tuple(tasks)), notify=notify, max_payload_bytes=max_payload_bytes,
-                         archive_after=archive_after)
+                         archive_after=archive_after, max_signals_per_job=max_signals_per_job,
+                         max_signal_bytes_per_job=max_signal_bytes_per_job)
         self.session_class: type[Session] = session_class or _session_class_of(models)
         """The class of a handler's ``ctx.session`` in every runner (workers, ``drain``, the plugin).
 

@@ -9,7 +9,8 @@ when venturi is imported):
   raises (``UnknownKind``, ``InvalidPayload``, ``InvalidOption``, also for a
   ``time_limit`` whose timeout is not a positive timedelta).  The flush
   then raises before anything is written; the session keeps the job pending
-  (roll back or expunge it).
+  (roll back or expunge it).  Every new job given an ``id`` by hand, of any
+  queue, must give a ULID (``InvalidJobId`` otherwise, the same way).
 * ``after_flush`` sends one ``NOTIFY`` per kind and prefix for the new jobs
   of that flush, through the flush's connection: delivered only if the
   transaction commits, dropped on rollback.  Jobs inserted by
@@ -29,6 +30,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.errors import UnknownKind
 from venturi_sa.models import JobBase
+from venturi_sa.models.job_ids import check_job_id
 from venturi_sa.prefix import Names
 from venturi_sa.states import Status
 from venturi_sa.storage.session_adds import notify_kinds
@@ -47,6 +49,11 @@ def register(queue: Queue) -> None:
     Held for the life of the process, as SQLAlchemy holds its mapped classes.
     """
     _QUEUES.setdefault(queue.models.Job, []).append(queue)
+
+
+def queues_of_models() -> list[Queue]:
+    """Every queue made in this process, in the order made."""
+    return [queue for queues in _QUEUES.values() for queue in queues]
 
 
 def _new_jobs(session: Session) -> list[JobBase]:
@@ -73,6 +80,8 @@ def check_job(job: JobBase, queues: list[Queue]) -> None:
 
 def _before_flush(session: Session, flush_context: Any, instances: Any) -> None:
     for job in _new_jobs(session):
+        if job.id is not None:  # given by hand: a ULID, or no call taking a job id could reach it
+            check_job_id(job.id, "Job.id")
         checking = [q for q in _QUEUES.get(type(job), ()) if q.check_added_jobs]
         if checking and (job.status is None or job.status == Status.PENDING.value):
             check_job(job, checking)

@@ -37,7 +37,7 @@ from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
-from venturi_sa.limit_policy import Rate, check_limits
+from venturi_sa.limit_policy import MAX_COUNT, Rate, check_limits
 from venturi_sa.merge_policies import Debounce, check_policies
 from venturi_sa.outcomes import Coalesce, MergeDecision
 from venturi_sa.time_checks import check_timeout
@@ -225,12 +225,13 @@ def _check_policy(cls: type[Task]) -> None:
             f"{cls.__name__}.KIND must be 1-200 characters of letters, digits and _.:-/, got {kind!r}"
         )
     check_priority(cls.priority, f"{cls.__name__}.priority")
-    if isinstance(cls.max_failures, bool) or not isinstance(cls.max_failures, int) or cls.max_failures < 1:
-        raise InvalidOption(f"{cls.__name__}.max_failures must be an integer >= 1")
+    if isinstance(cls.max_failures, bool) or not isinstance(cls.max_failures, int) \
+            or not 1 <= cls.max_failures <= MAX_COUNT:
+        raise InvalidOption(f"{cls.__name__}.max_failures must be an integer from 1 to {MAX_COUNT}")
     if not isinstance(cls.lease, timedelta) or not timedelta(seconds=1) <= cls.lease <= MAX_LEASE:
         raise InvalidOption(f"{cls.__name__}.lease must be a timedelta of 1 second to 1 day, got {cls.lease!r}")
-    if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or cls.concurrency < 1):
-        raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer >= 1")
+    if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or not 1 <= cls.concurrency <= MAX_COUNT):
+        raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer from 1 to {MAX_COUNT}")
     check_timeout(cls.timeout, f"{cls.__name__}.timeout")
     check_policies(cls, Task.dedup_key)
     check_limits(cls)

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.enqueue import Call
 from venturi_sa.errors import InvalidOption, JobNotFound
 from venturi_sa.models import JobBase, Models
+from venturi_sa.models.job_ids import check_job_id
 from venturi_sa.models.workflow_tables import POLICIES
 from venturi_sa.states import Status
 from venturi_sa.storage import dependents
@@ -47,7 +48,8 @@ def parent_ids(models: Models, session: Session | None, after: object) -> tuple[
 
     A ``Job`` pending in ``session`` is flushed first; a ``Job`` of another
     queue prefix, a ``Job`` without an id or an item that is neither a
-    ``Job`` nor a ``str`` raises ``InvalidOption``.
+    ``Job`` nor a ``str`` raises ``InvalidOption``; an id that is not a ULID
+    ``InvalidJobId`` (both before any SQL).
     """
     if isinstance(after, (str, bytes, JobBase)) or not isinstance(after, Sequence):
         raise InvalidOption(f"after= takes a list of jobs or job ids, got {type(after).__name__}")
@@ -62,9 +64,9 @@ def parent_ids(models: Models, session: Session | None, after: object) -> tuple[
                 session.flush([item])
             if item.id is None:
                 raise InvalidOption("after=: a Job without an id (add it to this session, or flush it first)")
-            ids.setdefault(item.id)
+            ids.setdefault(check_job_id(item.id, "after= item"))
         elif isinstance(item, str):
-            ids.setdefault(item)
+            ids.setdefault(check_job_id(item, "after= item"))
         else:
             raise InvalidOption(f"after= items must be Job objects or job ids, got {type(item).__name__}")
     return tuple(ids)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from venturi_sa import payloads
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.jobs import jobs
 from venturi_sa.cli.options import queue_options
@@ -30,6 +31,9 @@ def _payload(ctx: click.Context, param: click.Parameter, value: str | None) -> A
         return json.loads(value)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}", ctx=ctx, param=param) from None
+    except RecursionError:  # json's decoder recurses once per level: refuse before the payload checks run
+        raise click.BadParameter(f"nested too deeply (payloads nest at most {payloads.MAX_DEPTH} levels)",
+                                 ctx=ctx, param=param) from None
 
 
 @jobs.command("signal")

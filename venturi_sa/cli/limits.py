@@ -18,6 +18,7 @@ from venturi_sa.cli.durations import BadDuration, parse_duration
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import APP_META, actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
+from venturi_sa.errors import InvalidOption
 from venturi_sa.limit_policy import Rate
 from venturi_sa.ops.limits import UNSET, LimitInfo
 from venturi_sa.queue import Queue
@@ -42,6 +43,8 @@ def _rate(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     limit, _, per = value.partition("/")
     try:
         return Rate(int(limit), parse_duration(per))
+    except InvalidOption as exc:  # a well-formed rate out of range: say which bound
+        raise click.BadParameter(str(exc)) from None
     except (ValueError, BadDuration):
         raise click.BadParameter(f"{value!r} is not LIMIT/DURATION (e.g. 100/1m) or 'none'") from None
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from ulid import ULID
+
+from venturi_sa.errors import InvalidJobId
 
 
 def new_job_id() -> str:
@@ -40,3 +43,15 @@ def new_job_ids(n: int) -> list[str]:
             high, prefix = value >> 20, _ulid_text(value)[:22]
         ids.append(prefix + _PAIRS[(value >> 10) & 1023] + _PAIRS[value & 1023])
     return ids
+
+
+_ULID_FORM = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")  # the canonical form: 128 bits, upper case
+
+
+def check_job_id(value: object, what: str = "job id") -> str:
+    """``value`` if it is a job id in ULID form; else ``InvalidJobId`` naming ``what`` (checked before any SQL)."""
+    if isinstance(value, str) and _ULID_FORM.fullmatch(value):
+        return value
+    shown = f"{value!r:.80}" if isinstance(value, str) else f"a {type(value).__name__}"
+    raise InvalidJobId(f"{what} must be a ULID (26 characters of upper-case Crockford base32, e.g. "
+                       f"01JD0Q8B6T5ZP3Y9M4W2XKQ7RN), got {shown}: no job has such an id")

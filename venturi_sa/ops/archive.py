@@ -16,6 +16,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
+from venturi_sa.limit_policy import MAX_COUNT
 from venturi_sa.models import Models
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive as store
@@ -53,8 +54,8 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
     batch that moved jobs.
     """
     check_archive_after(older_than)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidOption(f"archive batch_size must be a positive integer, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_COUNT:
+        raise InvalidOption(f"archive batch_size must be an integer from 1 to {MAX_COUNT}, got {batch_size!r:.80}")
     prepare(models, engine)
     params, total, batches = store.MoveParams(after=older_than, batch_size=batch_size), 0, 0
     while max_batches is None or batches < max_batches:

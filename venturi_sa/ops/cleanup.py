@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
+from venturi_sa.limit_policy import MAX_COUNT
 from venturi_sa.models import Models
 from venturi_sa.ops.archive import cleanup_archive
 from venturi_sa.ops.checks import aware, statuses
@@ -49,8 +50,8 @@ def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None
         raise InvalidOption("cleanup needs exactly one of before= or older_than=")
     if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
         raise InvalidOption(f"older_than must be a non-negative timedelta, got {older_than!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidOption(f"cleanup batch_size must be a positive integer, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_COUNT:
+        raise InvalidOption(f"cleanup batch_size must be an integer from 1 to {MAX_COUNT}, got {batch_size!r:.80}")
     cutoff = aware("before", before)
     if cutoff is None:
         with short_transaction(models, engine) as session:

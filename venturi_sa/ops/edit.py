@@ -54,7 +54,9 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
     a claimed or terminal job (nothing written), ``JobNotFound``,
     ``InvalidPayload``/``InvalidOption`` for bad values (checked as enqueue
     checks them: a payload over ``max_payload_bytes``, a ``delay`` or
-    ``run_at`` out of range; docs/tasks.md lists the bounds).
+    ``run_at`` out of range; docs/tasks.md lists the bounds).  A new payload
+    on which the task's own ``limit_key()`` raises is ``InvalidPayload``
+    naming the error, checked before anything is written.
     """
     if (run_at is not None) + (delay is not None) + bool(run_now) > 1:
         raise InvalidOption("give one of run_at=, delay= and run_now=True")
@@ -88,6 +90,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
             raise InvalidTransition(f"cannot edit the payload of job {job_id}: it has recorded steps, sleeps or "
                                     "waits, which a new payload would not match (requeue with reset_steps instead)")
         stored = _stored_payload(registry, found.kind, payload, max_payload_bytes) if payload is not None else None
+        key = limit_keying.edited_key(registry.get(found.kind), stored) if stored is not None else None
         params = EditParams(job_id=job_id, actor=check_text(actor, "actor", required=True) or actor,
                                     note=check_text(note, "note"), priority=tier, visible_at=run_at, delay=delay,
                                     visible_now=run_now, payload=stored, set_payload=payload is not None,
@@ -99,7 +102,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
             raise InvalidTransition(f"cannot edit job {job_id}: it is {result.job.status}, and only pending "
                                     "jobs can be edited (cancel a claimed job, requeue a dead one)")
         if stored is not None:
-            limit_keying.store_edited(models, session, registry.get(found.kind), job_id, stored)
+            limit_keying.store_edited(models, session, registry.get(found.kind), job_id, key)
         return JobInfo(**result.job._mapping)
 
 

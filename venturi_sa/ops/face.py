@@ -58,7 +58,9 @@ class Operations:
 
     def __init__(self, models: Models, registry: Registry | None = None, *, notify: bool = True,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
-                 archive_after: timedelta | None = archiving.DEFAULT_ARCHIVE_AFTER) -> None:
+                 archive_after: timedelta | None = archiving.DEFAULT_ARCHIVE_AFTER,
+                 max_signals_per_job: int = durable.DEFAULT_MAX_SIGNALS,
+                 max_signal_bytes_per_job: int = durable.DEFAULT_MAX_SIGNAL_BYTES) -> None:
         self.archive_after = archiving.check_archive_after(archive_after)
         """How long a terminal job stays in ``<prefix>_jobs`` before workers move it to the archive (None: never)."""
         self.models = models
@@ -66,6 +68,8 @@ class Operations:
         self.notify = notify
         self.max_payload_bytes = payloads.check_max_bytes(max_payload_bytes)
         """The largest JSON (in bytes) this queue stores as a payload, carry, checkpoint, attachment or result."""
+        self.signal_caps = durable.check_caps(max_signals_per_job, max_signal_bytes_per_job)
+        """The most signals one job keeps, and the most bytes of their payloads (``queue.signal`` refuses more)."""
 
     # -- reading: one job, its journal, listings, counts ---------------------------------------
 
@@ -267,12 +271,13 @@ class Operations:
         ``"duplicate"`` (nothing written).  With a ``Session`` it joins the
         caller's transaction (never commits; a rollback delivers nothing);
         with an ``Engine`` it is its own short transaction.  Raises
-        ``SignalConflict`` (another payload under that name),
+        ``SignalConflict`` (another payload under that name), ``TooManySignals``
+        (past ``max_signals_per_job`` or ``max_signal_bytes_per_job``),
         ``InvalidTransition`` (a terminal job, or its wait timed out or
         its deadline has come on the database clock: nothing written) or
         ``JobNotFound``.  See :mod:`venturi_sa.ops.job_steps`.
         """
-        return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes)
+        return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes, self.signal_caps)
 
     @operation
     def steps(self, engine: Engine, job_id: str) -> list[durable.StepInfo]:

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
-from venturi_sa.errors import InvalidOption, InvalidTransition, SignalConflict
+from venturi_sa.errors import InvalidOption, InvalidTransition, SignalConflict, TooManySignals
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import short_transaction
@@ -30,7 +30,25 @@ from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import signals as signal_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.params import Runner
-from venturi_sa.storage.signals import SignalResult
+from venturi_sa.storage.signals import SignalCaps, SignalResult
+
+DEFAULT_MAX_SIGNALS = 1000
+"""``Queue(max_signals_per_job=...)``'s default: the most signals (distinct names) one job keeps."""
+DEFAULT_MAX_SIGNAL_BYTES = 16 * 1024 * 1024
+"""``Queue(max_signal_bytes_per_job=...)``'s default: 16 MiB of signal payloads per job, in all."""
+DEFAULT_CAPS = SignalCaps(DEFAULT_MAX_SIGNALS, DEFAULT_MAX_SIGNAL_BYTES)
+
+
+def check_caps(count: object, total_bytes: object) -> SignalCaps:
+    """The per-job signal caps; ``InvalidOption`` unless both are integers from 1 to 2**31 - 1."""
+    return SignalCaps(_cap(count, "max_signals_per_job"), _cap(total_bytes, "max_signal_bytes_per_job"))
+
+
+def _cap(value: object, what: str) -> int:
+    most = 2**31 - 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidOption(f"{what} must be an integer from 1 to {most}, got {value!r:.80}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -127,11 +145,11 @@ def _check_name(name: object) -> str:
 
 
 def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: Any,
-              max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> Signalled:
+              max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES, caps: SignalCaps = DEFAULT_CAPS) -> Signalled:
     """Send one signal in ``runner``'s transaction (see :func:`signal`)."""
     _check_name(name)
     stored = payloads.ensure_json(payload, "signal payload", max_bytes)
-    outcome = signal_store.send(models, runner, job_id, name, stored)
+    outcome = signal_store.send(models, runner, job_id, name, stored, caps)
     result = outcome.result
     if result is SignalResult.NOT_FOUND:
         status = archived.archived_status(models, runner, job_id)
@@ -143,6 +161,11 @@ def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: A
     if result is SignalResult.CONFLICT:
         raise SignalConflict(f"job {job_id} already has signal {name!r} with another payload: the first "
                              "signal of a name wins; nothing was written")
+    if result is SignalResult.FULL:
+        count, total = outcome.held
+        raise TooManySignals(f"job {job_id} holds {count} signals of {total} bytes: signal {name!r} would pass "
+                             f"its cap of {caps.count} signals or {caps.total_bytes} bytes (max_signals_per_job, "
+                             "max_signal_bytes_per_job); nothing was written")
     if result is SignalResult.TIMED_OUT:
         raise InvalidTransition(f"cannot signal job {job_id}: its wait for {name!r} timed out (its deadline "
                                 f"has come)")
@@ -150,12 +173,12 @@ def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: A
 
 
 def signal(models: Models, bind: sa.Engine | Session, job_id: str, name: str, payload: Any = None,
-           max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES) -> Signalled:
+           max_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES, caps: SignalCaps = DEFAULT_CAPS) -> Signalled:
     """Send signal ``name`` (with a JSON ``payload``) to a job; the job's ``ctx.wait_for(name)`` returns it."""
     if isinstance(bind, Session):
-        return signal_in(models, bind, job_id, name, payload, max_bytes)
+        return signal_in(models, bind, job_id, name, payload, max_bytes, caps)
     with short_transaction(models, bind) as session:
-        return signal_in(models, session, job_id, name, payload, max_bytes)
+        return signal_in(models, session, job_id, name, payload, max_bytes, caps)
 
 
 def steps(models: Models, engine: sa.Engine, job_id: str) -> list[StepInfo]:

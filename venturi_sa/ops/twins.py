@@ -4,7 +4,8 @@
 (its first argument after ``self`` is the ``Engine``; with :func:`joins_session`
 also a ``Session``), records it in :data:`OPERATIONS` and checks that argument
 before anything runs (``TypeError`` naming the right call, from
-:mod:`venturi_sa.binds`).  :func:`async_twin` makes the ``*_async`` method
+:mod:`venturi_sa.binds`), and its ``job_id`` argument if it has one (``InvalidJobId``
+unless a ULID).  :func:`async_twin` makes the ``*_async`` method
 from it: the same code, given ``AsyncEngine.sync_engine`` and run inside
 ``greenlet_spawn`` (an ``AsyncSession`` through ``run_sync``, in its
 transaction), so the twin's guarantees are the sync ones word for word and a
@@ -29,6 +30,7 @@ from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.util import greenlet_spawn
 
 from venturi_sa.binds import is_async, require_async_engine, require_async_session, require_engine, require_session
+from venturi_sa.models.job_ids import check_job_id
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -87,11 +89,18 @@ def operation(fn: F) -> F:
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs)
         bound.arguments[bind] = _sync_bind(bound.arguments[bind], fn.__name__, joins)
+        _check_ids(bound)
         return fn(*bound.args, **bound.kwargs)
 
     checked.__venturi_operation__ = Marks(raw=fn, bind=bind, joins_session=joins)  # type: ignore[attr-defined]
     OPERATIONS[fn.__name__] = checked
     return checked  # type: ignore[return-value]
+
+
+def _check_ids(bound: inspect.BoundArguments) -> None:
+    """An operation's ``job_id`` argument must be a ULID (``InvalidJobId`` before any SQL)."""
+    if "job_id" in bound.arguments:
+        check_job_id(bound.arguments["job_id"])
 
 
 def twin_signature(signature: inspect.Signature, bind: str, joins: bool) -> inspect.Signature:
@@ -130,6 +139,7 @@ def async_twin(fn: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]
         if found.joins_session and (isinstance(given, Session) or is_async(given, "AsyncSession",
                                                                            "async_scoped_session")):
             session = require_async_session(given, name)
+            _check_ids(bound)
 
             def in_session(sync: Session) -> Any:
                 bound.arguments[found.bind] = sync
@@ -137,6 +147,7 @@ def async_twin(fn: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]
 
             return await _bridged(session.run_sync(in_session))
         bound.arguments[found.bind] = require_async_engine(given, name).sync_engine
+        _check_ids(bound)
         return await _bridged(greenlet_spawn(found.raw, *bound.args, **bound.kwargs))
 
     twin.__name__ = name

@@ -19,6 +19,8 @@ from venturi_sa.models import Models
 from venturi_sa.storage.archive_reads import archived_note_sql, archived_result_sql
 from venturi_sa.storage.params import Runner
 
+_IDS = postgresql.ARRAY(sa.Text)
+
 
 def _names(models: Models) -> dict[str, str]:
     n = models.names
@@ -144,3 +146,25 @@ WHERE w.remaining > 0 AND j.status = 'pending' AND j.visible_at = 'infinity'
 def waiting_count(models: Models, runner: Runner) -> int:
     """How many pending jobs wait for unfinished parents."""
     return int(runner.execute(_statement(models, "waiting_count", _WAITING_COUNT)).scalar_one())
+
+
+_CYCLING = """
+WITH RECURSIVE up(id) AS (
+    SELECT p.parent_id FROM {parents} AS p WHERE p.job_id = ANY(:ids)
+    UNION
+    SELECT p.parent_id FROM {parents} AS p JOIN up ON p.job_id = up.id
+)
+SELECT up.id FROM up WHERE up.id = ANY(:ids) ORDER BY up.id LIMIT 1
+"""
+
+
+def first_in_cycle(models: Models, runner: Runner, job_ids: list[str]) -> str | None:
+    """The smallest of ``job_ids`` that is its own ancestor through the dependency rows, or None.
+
+    Walks every ancestor of ``job_ids`` once (``UNION`` drops repeats, so
+    the walk ends even on a cycle), with the rows the caller's transaction
+    sees, its own uncommitted ones included.
+    """
+    statement = _statement(models, "first_in_cycle", _CYCLING).bindparams(sa.bindparam("ids", type_=_IDS))
+    found = runner.execute(statement, {"ids": job_ids}).scalar()
+    return None if found is None else str(found)

@@ -38,6 +38,15 @@ class SignalResult(enum.Enum):
     TERMINAL = "terminal"
     CONFLICT = "conflict"  # another payload is stored under that name
     TIMED_OUT = "timed out"  # the job's wait of that name timed out, or its deadline has come: too late
+    FULL = "full"  # storing it would pass the job's signal count or bytes cap
+
+
+@dataclass(frozen=True)
+class SignalCaps:
+    """The most signals one job keeps, and the most bytes of their payloads (as PostgreSQL's text of the JSON)."""
+
+    count: int
+    total_bytes: int
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class SignalOutcome:
     result: SignalResult
     status: str | None = None  # the job's status as found
     kind: str | None = None
+    held: tuple[int, int] = (0, 0)  # FULL: the signals and payload bytes the job holds already
 
 
 @dataclass(frozen=True)
@@ -56,12 +66,13 @@ class SignalRecord:
     sent_at: datetime
 
 
-def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -> SignalOutcome:
+def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any, caps: SignalCaps) -> SignalOutcome:
     """Lock the job, then store the signal and wake the job if it waits for it; the caller commits.
 
     The wake-up ``NOTIFY`` goes out with the caller's commit (a rollback
     sends nothing).  Nothing is written for a duplicate, a conflict, an
-    unknown or terminal job, or a wait that already timed out or whose
+    unknown or terminal job, a signal past ``caps`` (counted over the job's
+    signals this transaction sees: concurrent senders may each pass once), or a wait that already timed out or whose
     deadline has come on the database clock (at or after it; the next run
     resolves that wait ``timeout`` even if no run has reached it since).
     """
@@ -83,9 +94,14 @@ def send(models: Models, runner: Runner, job_id: str, name: str, payload: Any) -
         c.job_id == job_id, c.name == name, c.entry == "wait")).first()
     if wait is not None and (wait.resolution == "timeout" or (wait.resolution is None and wait.overdue)):
         return SignalOutcome(SignalResult.TIMED_OUT, row.status, row.kind)
-    runner.execute(sa.insert(models.signals_table).values(
-        job_id=job_id, name=name, sent_at=NOW(),
-        payload=sa.cast(sa.literal(json.dumps(payload), sa.Text), postgresql.JSONB)))
+    document = sa.cast(sa.literal(json.dumps(payload), sa.Text), postgresql.JSONB)
+    held = runner.execute(sa.select(
+        sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.octet_length(sa.cast(s.payload, sa.Text))), 0),
+        sa.func.octet_length(sa.cast(document, sa.Text))).where(s.job_id == job_id)).one()
+    count, total, size = int(held[0]), int(held[1]), int(held[2])
+    if count + 1 > caps.count or total + size > caps.total_bytes:
+        return SignalOutcome(SignalResult.FULL, row.status, row.kind, (count, total))
+    runner.execute(sa.insert(models.signals_table).values(job_id=job_id, name=name, sent_at=NOW(), payload=document))
     if row.status != Status.PENDING.value or wait is None or wait.resolution is not None:
         return SignalOutcome(SignalResult.STORED, row.status, row.kind)
     runner.execute(sa.update(models.jobs_table).where(job.id == job_id, job.status == Status.PENDING.value)

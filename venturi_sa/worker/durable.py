@@ -43,6 +43,7 @@ from venturi_sa.errors import InvalidOption, LeaseLost, Suspended
 from venturi_sa.states import Outcome
 from venturi_sa.storage import steps as store
 from venturi_sa.storage.params import ClaimedJob, FinishParams, Runner
+from venturi_sa.time_checks import MAX_DELAY, check_run_at
 
 if TYPE_CHECKING:
     from venturi_sa.models import Models
@@ -67,14 +68,21 @@ class _FencedOut(Exception):  # noqa: N818 - internal: a transactional step's fe
 
 
 def _seconds(value: object, what: str, positive: bool = False) -> timedelta:
+    """``value`` as a timedelta in [0, ``MAX_DELAY``] (100 years), as ``delay=`` is bounded; else ``InvalidOption``."""
     if isinstance(value, timedelta):
         delay = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        delay = timedelta(seconds=value)
+        try:
+            delay = timedelta(seconds=value)
+        except (OverflowError, ValueError):  # past timedelta's range, or NaN
+            raise InvalidOption(f"{what} must be at most {MAX_DELAY.days} days (100 years), got {value!r:.80}") \
+                from None
     else:
         raise InvalidOption(f"{what} must be a datetime.timedelta or a number of seconds, got {value!r:.80}")
     if delay < timedelta(0) or (positive and delay == timedelta(0)):
         raise InvalidOption(f"{what} must be {'positive' if positive else 'non-negative'}, got {value!r:.80}")
+    if delay > MAX_DELAY:
+        raise InvalidOption(f"{what} must be at most {MAX_DELAY.days} days (100 years), got {value!r:.80}")
     return delay
 
 
@@ -247,13 +255,17 @@ class DurableSteps:
         no slot held and no failure counted, and the job runs again from the
         top once the wake time (recorded on the database clock) has passed,
         when this returns at once.  ``ctx.session`` commits with the pause.
+        A ``delay`` over 100 years (``MAX_DELAY``, as for ``delay=``) raises
+        ``InvalidOption`` before anything is recorded.
         """
-        self._sleep(self._sleep_name(name), _seconds(delay, "ctx.sleep(delay)"), None)
+        checked = _seconds(delay, "ctx.sleep(delay)")  # before the name is taken: a refusal uses nothing
+        self._sleep(self._sleep_name(name), checked, None)
 
     def sleep_until(self, when: datetime, *, name: str | None = None) -> None:
         """:meth:`sleep` until ``when`` (a timezone-aware datetime); returns at once once it has passed."""
         if not isinstance(when, datetime) or when.utcoffset() is None:
             raise InvalidOption(f"ctx.sleep_until(when) needs a timezone-aware datetime, got {when!r:.80}")
+        check_run_at(when, "ctx.sleep_until(when)", past=False)  # at most 100 years ahead, as run_at=
         self._sleep(self._sleep_name(name), None, when)
 
     async def sleep_async(self, delay: timedelta | float, *, name: str | None = None) -> None:
@@ -303,10 +315,11 @@ class DurableSteps:
         Otherwise raises ``Suspended`` (let it propagate): the run ends
         ``paused`` and the job stays pending, holding no slot, until the
         signal commits (``queue.signal``) or the deadline passes.  Give every
-        wait a timeout.
+        wait a timeout; one over 100 years (``MAX_DELAY``) raises
+        ``InvalidOption`` before anything is recorded.
         """
-        self._use(_check_name(name))
         limit = None if timeout is None else _seconds(timeout, "ctx.wait_for(timeout)")
+        self._use(_check_name(name))
         record = self._replayed(name, "wait")
         if record is None or record.resolution is None:
             models = self._models()

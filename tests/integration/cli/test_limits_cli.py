@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from support.cli import fails, ok, plain_url
 from support.cli import invoke as run
 
-from venturi_sa import Queue, Rate
+from venturi_sa import InvalidOption, Queue, Rate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,3 +54,18 @@ def test_a_key_limit_for_a_kind_without_limit_key_is_refused_with_app(db: list[s
     assert "key_concurrency" in shown and "override" in shown
     listed = json.loads(ok(run("limits", "list", *app, *db, "--json", env=env)).stdout)
     assert ("partner", "global_concurrency", "declared") in {(i["kind"], i["name"], i["source"]) for i in listed}
+
+
+def test_limits_of_32_bits_or_more_are_refused_before_the_database(db: list[str], engine: sa.Engine,
+                                                                    models: Any) -> None:
+    fails(run("limits", "set", *db, "--global", str(2**31), "k"), "2147483647")
+    fails(run("limits", "set", *db, "--rate", f"{2**31}/1m", "k"), "2147483647")
+    queue = Queue(models)
+    for values in ({"global_concurrency": 2**31}, {"key_concurrency": 10**30},
+                   {"rate_limit": Rate(2**31 - 1, timedelta(seconds=1)), "global_concurrency": 2**40}):
+        with pytest.raises(InvalidOption, match="from 1 to 2147483647"):
+            queue.set_limit(engine, "k", **values)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="Rate.limit"):
+        Rate(2**31, timedelta(minutes=1))
+    assert queue.limits(engine) == []
+    assert [i.value for i in queue.set_limit(engine, "k", global_concurrency=2**31 - 1)] == [2**31 - 1]

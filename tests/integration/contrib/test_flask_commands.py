@@ -78,9 +78,9 @@ def test_schedules_and_migrate_use_the_apps_prefix(app: Any, models: Any) -> Non
 
 
 def test_errors_are_the_venturi_commands_one_line(app: Any) -> None:
-    result = flask_venturi(app, "jobs", "show", "01J0NOSUCHJOB")
+    result = flask_venturi(app, "jobs", "show", "01J00000000000000000000000")
     assert result.exit_code == 1, result.output
-    assert "venturi: error: no job with id '01J0NOSUCHJOB'" in result.output
+    assert "venturi: error: no job with id '01J00000000000000000000000'" in result.output
     assert "Traceback" not in result.output
     usage = flask_venturi(app, "pause", "in_app")
     assert usage.exit_code == 2 and "Missing option '--reason'" in usage.output, usage.output

@@ -12,6 +12,7 @@ from support.workers import job_row, journal
 
 from venturi_sa import Die, InvalidOption, JobNotFound, Queue, Task
 from venturi_sa.errors import UnsupportedIsolation
+from venturi_sa.models.job_ids import new_job_id
 from venturi_sa.testing import drain
 
 RAN: list[str] = []
@@ -205,8 +206,9 @@ def test_queue_job_with_after_is_linked_by_its_flush(engine: sa.Engine, queue: Q
     assert [p.id for p in queue.parents(engine, b_id)] == [a_id]
     assert queue.explain(engine, b_id).codes[0] == "waiting_on_parents"
     with Session(engine) as s:
-        s.add(queue.job(Work(name="c"), after=["missing"]))
-        with pytest.raises(JobNotFound, match="missing"):
+        missing = new_job_id()
+        s.add(queue.job(Work(name="c"), after=[missing]))
+        with pytest.raises(JobNotFound, match=missing):
             s.flush()
         s.rollback()
 
@@ -214,13 +216,14 @@ def test_queue_job_with_after_is_linked_by_its_flush(engine: sa.Engine, queue: Q
 def test_the_failure_backstop_and_an_undecodable_payload_apply_the_policy(session: Session, queue: Queue,
                                                                          models: Any) -> None:
     flaky = queue.enqueue(session, Flaky(name="f"))
-    poison = models.Job(id="poison", kind="work", payload={"nope": 1}, status="pending", run_count=0,
+    poison_id = new_job_id()  # an id given by hand (a ULID, as the flush requires)
+    poison = models.Job(id=poison_id, kind="work", payload={"nope": 1}, status="pending", run_count=0,
                         failure_count=0, created_at=sa.func.now(), visible_at=sa.func.now())
     session.add(poison)
     session.flush()
     after_flaky = queue.enqueue(session, Work(name="a"), after=[flaky])
-    after_poison = queue.enqueue(session, Work(name="b"), after=["poison"], if_parent_dead="run")
+    after_poison = queue.enqueue(session, Work(name="b"), after=[poison_id], if_parent_dead="run")
     drain(session, queue, fail_fast=False)
-    assert _status(session, queue, flaky.id)[0] == "dead" and _status(session, queue, "poison")[0] == "dead"
+    assert _status(session, queue, flaky.id)[0] == "dead" and _status(session, queue, poison_id)[0] == "dead"
     assert _status(session, queue, after_flaky.id)[0] == "dead"
     assert _status(session, queue, after_poison.id)[0] == "completed" and RAN == ["b"]

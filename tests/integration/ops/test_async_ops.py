@@ -20,7 +20,8 @@ from support.factories import db_now
 from support.ops import factory_session
 from support.workers import enqueue
 
-from venturi_sa import InvalidTransition, JobNotFound, Queue, SchemaNotMigrated, Task, make_models
+from venturi_sa import InvalidJobId, InvalidTransition, JobNotFound, Queue, SchemaNotMigrated, Task, make_models
+from venturi_sa.models.job_ids import new_job_id
 
 
 class Mail(Task):
@@ -86,10 +87,14 @@ def test_errors_surface_as_in_the_sync_calls(engine: sa.Engine, prefix: str, que
                                              async_engine: AsyncEngine) -> None:
     unmigrated = Queue(make_models(f"{prefix}_nothing"))
 
+    absent = new_job_id()
+
     async def main() -> None:
-        with pytest.raises(JobNotFound, match="no job with id 'nope'"):
-            await queue.get_job_async(async_engine, "nope")
+        with pytest.raises(JobNotFound, match=f"no job with id '{absent}'"):
+            await queue.get_job_async(async_engine, absent)
         with pytest.raises(JobNotFound):
+            await queue.journal_async(async_engine, absent)
+        with pytest.raises(InvalidJobId, match="got 'nope'"):  # before any SQL, as in the sync call
             await queue.journal_async(async_engine, "nope")
         with pytest.raises(SchemaNotMigrated, match="venturi migrate"):
             await unmigrated.stats_async(async_engine)

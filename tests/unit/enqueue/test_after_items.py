@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from venturi_sa import InvalidOption, make_models
+from venturi_sa import InvalidJobId, InvalidOption, make_models
+from venturi_sa.models.job_ids import new_job_ids
 from venturi_sa.workflows import check_policy, parent_ids
 
 
 def test_ids_and_jobs_in_order_with_duplicates_dropped() -> None:
     models = make_models("after_items")
-    job = models.Job(id="J1", kind="k", payload={})
-    assert parent_ids(models, None, ["B", job, "B", "J1", "A"]) == ("B", "J1", "A")
+    a, b, j1 = new_job_ids(3)
+    job = models.Job(id=j1, kind="k", payload={})
+    assert parent_ids(models, None, [b, job, b, j1, a]) == (b, j1, a)
     assert parent_ids(models, None, ()) == ()
+
+
+@pytest.mark.parametrize("item", ["B", "01HZZ\x00", "x" * 10_000, "01jd0q8b6t5zp3y9m4w2xkq7rn",
+                                  "81JD0Q8B6T5ZP3Y9M4W2XKQ7RN"])
+def test_ids_not_in_ulid_form_are_refused_before_any_sql(item: str) -> None:
+    models = make_models("after_items")
+    with pytest.raises(InvalidJobId, match="after= item must be a ULID"):
+        parent_ids(models, None, [item])
+    with pytest.raises(InvalidJobId, match="after= item must be a ULID"):
+        parent_ids(models, None, [models.Job(id=item, kind="k", payload={})])
 
 
 @pytest.mark.parametrize("after, match", [

@@ -31,11 +31,14 @@ def test_declared_limits_are_read_from_the_class() -> None:
 
 
 @pytest.mark.parametrize(("attrs", "message"), [
-    ({"global_concurrency": 0}, "global_concurrency must be None or an integer >= 1, got 0 .*queue.pause"),
+    ({"global_concurrency": 0}, "global_concurrency must be None or an integer from 1 to 2147483647, got 0 .*pause"),
     ({"global_concurrency": True}, "global_concurrency"),
     ({"rate_limit": 5}, "rate_limit must be None or venturi_sa.Rate"),
     ({"key_concurrency": 3}, "does not override limit_key"),
     ({"key_rate_limit": Rate(1, timedelta(seconds=1))}, "does not override limit_key"),
+    ({"global_concurrency": 2**31}, "from 1 to 2147483647, got 2147483648"),
+    ({"max_failures": 2**31}, "max_failures must be an integer from 1 to 2147483647"),
+    ({"concurrency": 2**40}, "concurrency must be None or an integer from 1 to 2147483647"),
 ])
 def test_a_bad_limit_raises_when_the_class_is_defined(attrs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidOption, match=message):
@@ -43,7 +46,7 @@ def test_a_bad_limit_raises_when_the_class_is_defined(attrs: dict[str, Any], mes
 
 
 @pytest.mark.parametrize(("limit", "per"), [(0, timedelta(seconds=1)), (5, timedelta(0)), (5, timedelta(days=2)),
-                                            (5, 60)])
+                                            (5, 60), (2**31, timedelta(seconds=1))])
 def test_a_bad_rate_is_refused(limit: Any, per: Any) -> None:
     with pytest.raises(InvalidOption):
         Rate(limit, per)
