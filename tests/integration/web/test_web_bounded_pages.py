@@ -64,9 +64,10 @@ def test_the_journal_pages_past_fifty_lines(client: TestClient, engine: sa.Engin
                              "SELECT :j, 'debounced', i, now() + make_interval(secs => i), "
                              "CASE WHEN i % 2 = 0 THEN 'merged' ELSE 'retried' END, 'line ' || i "
                              "FROM generate_series(1, 120) AS i"), {"j": job_id})
-    seen, url = [], f"/jobs/{job_id}"
+    seen, pages, url = [], 0, f"/jobs/{job_id}"
     while url:
         html = client.get(url).text
+        pages += 1
         seen += re.findall(r"line (\d+)<", html)
         url = _next(html, "journal") or ""
-    assert [int(n) for n in seen] == list(range(1, 121))
+    assert [int(n) for n in seen] == list(range(1, 121)) and pages == 3  # 50, 50 and 20 lines
