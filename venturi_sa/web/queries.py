@@ -226,6 +226,8 @@ class Detail:
     reason: str = ""
     why: tuple[str, ...] = ()
     """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
+    first_journal_page: bool = True
+    """Whether the journal page starts at the first entry (its first line's time counts from creation)."""
 
     @property
     def runs(self) -> list[Run]:
@@ -239,8 +241,6 @@ class Detail:
                             last_recorded_at=line.last_recorded_at))
             previous = line.last_recorded_at
         return runs
-
-    first_journal_page: bool = True
 
     @property
     def waiting_for(self) -> str | None:

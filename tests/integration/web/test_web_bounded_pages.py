@@ -16,7 +16,9 @@ MB = 1_000_000
 
 
 def _next(html: str, name: str) -> str | None:
-    found = re.search(rf'href="(/jobs/[^"?]+\?[^"]*{name}=[^"]+)">next', html)
+    """The "next" link of list ``name``'s pager, if it has one."""
+    pager = re.search(rf'id="{name}-pager">(.*?)</p>', html, re.S)
+    found = re.search(r'class="more" href="([^"]+)"', pager.group(1)) if pager else None
     return found.group(1).replace("&amp;", "&") if found else None
 
 
@@ -26,7 +28,7 @@ def test_a_100k_parent_fan_in_page_and_fragment_are_bounded_and_counted(
     page = client.get(f"/jobs/{fan_in}")
     assert page.status_code == 200
     assert len(page.content) < MB
-    assert "100000 parents" in page.text and "30000 completed, 70000 pending" in page.text
+    assert "100000 parents (30000 completed, 70000 pending): showing 50" in page.text
     assert page.text.count('<tr><td><a class="mono" href="/jobs/P') == 50
     fragment = client.get(f"/fragment/jobs/{fan_in}")
     assert fragment.status_code == 200 and len(fragment.content) < MB
@@ -71,3 +73,35 @@ def test_the_journal_pages_past_fifty_lines(client: TestClient, engine: sa.Engin
         seen += re.findall(r"line (\d+)<", html)
         url = _next(html, "journal") or ""
     assert [int(n) for n in seen] == list(range(1, 121)) and pages == 3  # 50, 50 and 20 lines
+
+
+def _walk(client: TestClient, url: str, name: str, pattern: str) -> tuple[list[str], int]:
+    seen: list[str] = []
+    pages = 0
+    while url:
+        html = client.get(url).text
+        pages += 1
+        seen += re.findall(pattern, html)
+        url = _next(html, name) or ""
+    return seen, pages
+
+
+def test_dependents_and_steps_page_through_to_the_last(client: TestClient, engine: sa.Engine, models: Any) -> None:
+    parent = seed_merged(engine, models, "parent-1", merges=0)
+    steps = models.steps_table.name
+    with engine.begin() as conn:  # 120 dependents of one parent, 120 steps of it (as after= and ctx.step write)
+        conn.execute(sa.text(
+            f"INSERT INTO {models.names.jobs} (id, kind, payload, status, created_at, visible_at) "
+            "SELECT 'D' || lpad(i::text, 5, '0'), 'child', '{}'::jsonb, 'pending', now() + make_interval(secs => i), "
+            "'infinity' FROM generate_series(1, 120) AS i;"
+            f"INSERT INTO {models.workflow.parents_table.name} (job_id, position, parent_id, policy, done) "
+            "SELECT 'D' || lpad(i::text, 5, '0'), 0, :p, 'run', false FROM generate_series(1, 120) AS i;"
+            f"INSERT INTO {steps} (job_id, name, entry, result, run_no, started_at, finished_at) "
+            "SELECT :p, 'step-' || lpad(i::text, 3, '0'), 'step', to_jsonb(i), 1, now() + make_interval(secs => i), "
+            "now() + make_interval(secs => i) FROM generate_series(1, 120) AS i"), {"p": parent})
+    first = client.get(f"/jobs/{parent}").text
+    assert "120 dependents (120 pending)" in first and "120 steps" in first
+    dependents, pages = _walk(client, f"/jobs/{parent}", "dependents", r'href="/jobs/(D\d+)"')
+    assert dependents == [f"D{i:05d}" for i in range(1, 121)] and pages == 3
+    names, pages = _walk(client, f"/jobs/{parent}", "steps", r'class="mono">(step-\d+)<')
+    assert names == [f"step-{i:03d}" for i in range(1, 121)] and pages == 3
