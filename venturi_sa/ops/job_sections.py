@@ -13,7 +13,7 @@ are read from its archive row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -116,17 +116,20 @@ def _number(name: str, cursor: str | None) -> int:
     return int(cursor)
 
 
-def _counted(items: list[T], limit: int, start: bool, count: Any) -> tuple[list[T], int, dict[str, int], bool]:
-    """The page (``items`` holds up to ``limit + 1``), the total, the counts, and whether more follow.
+def _counted(items: list[T], limit: int, first: bool,
+             count: Callable[[], dict[str, int]]) -> tuple[list[T], int, dict[str, int], bool]:
+    """The page (``items`` holds up to ``limit + 1``), the total, the counts by status, and whether more follow.
 
-    A first page that is not full is the whole list: counted here, with no statement."""
+    A first page that is not full is the whole list: counted here, without a statement."""
     more = len(items) > limit
-    counts = dict(count()) if more or not start else {}
-    if not counts and items:
+    if more or not first:
+        counts = count()
+    else:
+        counts = {}
         for item in items:
-            counts[getattr(item, "status", None) or "deleted"] = counts.get(
-                getattr(item, "status", None) or "deleted", 0) + 1
-    return items[:limit], sum(counts.values()), counts, more
+            status = getattr(item, "status", None) or "deleted"
+            counts[status] = counts.get(status, 0) + 1
+    return items[:limit], sum(counts.values()), dict(sorted(counts.items())), more
 
 
 def _parents(models: Models, runner: Runner, job_id: str, starts: Starts) -> Section[ParentInfo]:

@@ -143,10 +143,10 @@ LIMIT :limit
 """
 
 
-def dependents(models: Models, runner: Runner, job_id: str | DependentsParams) -> list[sa.Row[Any]]:
+def dependents(models: Models, runner: Runner, params: DependentsParams) -> list[sa.Row[Any]]:
     """Rows ``(id, kind, status, policy, created_at)`` of the jobs that named the job in ``after=``, oldest
-    first: all of them for a job id, a keyset page of them for :class:`DependentsParams`."""
-    params = job_id if isinstance(job_id, DependentsParams) else DependentsParams(job_id=job_id)
+    first, from ``params.after`` on, at most ``params.limit`` (None: all); ``_parents_parent`` then a key
+    probe per dependent, and a top-N sort of them."""
     after_at, after_id = params.after if params.after is not None else (None, None)
     stmt = _statement(models, "dependents", _DEPENDENTS)
     return list(runner.execute(stmt, {"job_id": params.job_id, "after_at": after_at, "after_id": after_id,
