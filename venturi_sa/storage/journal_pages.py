@@ -93,7 +93,12 @@ class JournalSummary:
     last_note: str | None
 
 
+def summary_statement(models: Models) -> sa.TextClause:
+    """The statement :func:`journal_summary` runs; binds ``job_id``."""
+    return _statement(models, "summary", _SUMMARY)
+
+
 def journal_summary(models: Models, runner: Runner, job_id: str) -> JournalSummary:
     """The job's :class:`JournalSummary`: an index-only count of ``_journal_job`` and two backward probes."""
-    row = runner.execute(_statement(models, "summary", _SUMMARY), {"job_id": job_id}).one()
+    row = runner.execute(summary_statement(models), {"job_id": job_id}).one()
     return JournalSummary(int(row.total), row.outcome, row.note)
