@@ -73,6 +73,8 @@ def test_the_journal_pages_past_fifty_lines(client: TestClient, engine: sa.Engin
         seen += re.findall(r"line (\d+)<", html)
         url = _next(html, "journal") or ""
     assert [int(n) for n in seen] == list(range(1, 121)) and pages == 3  # 50, 50 and 20 lines
+    for bad in ("journal=x", "parents=-1", "dependents=not-a-cursor", "steps=%00"):
+        assert client.get(f"/jobs/{job_id}?{bad}").status_code == 400, bad
 
 
 def _walk(client: TestClient, url: str, name: str, pattern: str) -> tuple[list[str], int]:
