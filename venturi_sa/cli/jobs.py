@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
+from typing import Any
 
 import click
 
@@ -17,6 +18,8 @@ from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import cell, emit_json, fields, table
+from venturi_sa.errors import InvalidOption
+from venturi_sa.ops.job_sections import MOST, SHOWN, JournalLine, Section, Starts
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo
 from venturi_sa.states import STATUSES
 
@@ -86,37 +89,86 @@ def render_fire(fire: FireInfo | None) -> str | None:
     return f"schedule {fire.schedule}, fire time {cell(fire.fire_at)} (fired at {cell(fire.fired_at)})"
 
 
-def render_job(job: JobView, journal: Sequence[JournalInfo]) -> str:
+def render_job(job: JobView, journal: Sequence[JournalInfo | JournalLine]) -> str:
     """A job's fields (with the schedule fire that inserted it and its own time limit), then its journal
-    timeline, as text."""
+    timeline, as text; a folded line of ``merged`` entries says how many it holds."""
     values = {**asdict(job), "fired_by": render_fire(job.fired_by)}
     text = fields([(label, values[key]) for label, key in SHOW_FIELDS])
     if not journal:
         return f"{text}\n\njournal: (empty)"
-    rows = [[getattr(e, c) for c in JOURNAL_COLUMNS] for e in journal]
+    rows = []
+    for item in journal:
+        entry, count = (item.entry, item.entries) if isinstance(item, JournalLine) else (item, 1)
+        row = [getattr(entry, c) for c in JOURNAL_COLUMNS]
+        if count > 1:
+            row[2] = f"{entry.outcome} x{count}"
+        rows.append(row)
     return f"{text}\n\njournal:\n{table(JOURNAL_HEADERS, rows, right=('run',))}"
+
+
+SECTIONS = ("journal", "parents", "dependents", "steps")
+"""The lists ``jobs show`` pages; ``--<name>-from CURSOR`` starts one at the cursor a page printed."""
+
+
+def _from_option(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option(f"--{name}-from", f"{name}_from", metavar="CURSOR",
+                        help=f"Start the {name} at this cursor (printed under a page that has more).")
+
+
+def _more(name: str, section: Section[Any]) -> str:
+    """A section's heading: its count (by status for parents and dependents) and how to see the next page."""
+    counts = ", ".join(f"{n} {status}" for status, n in section.counts.items())
+    text = f"{name}: {section.total}" + (f" ({counts})" if counts else "")
+    if section.next is not None:
+        text += f"; showing {len(section.items)}, more: --{name}-from {section.next}"
+    return text
 
 
 @jobs.command("show")
 @queue_options
+@click.option("--limit", type=click.IntRange(1, MOST), default=SHOWN, show_default=True,
+              help="How many journal lines, parents, dependents and steps to show (each).")
+@_from_option("journal")
+@_from_option("parents")
+@_from_option("dependents")
+@_from_option("steps")
 @click.argument("job_id", metavar="ID")
-def show(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
+def show(dsn: str | None, prefix: str, as_json: bool, limit: int, journal_from: str | None,
+         parents_from: str | None, dependents_from: str | None, steps_from: str | None, job_id: str) -> None:
     """Show one job (and the schedule fire that inserted it), its journal, oldest entry first, its parents and
-    dependents."""
+    dependents and its steps: the first --limit of each (consecutive merged journal entries are one line),
+    with counts and the option that shows the next page."""
     queue = bare_queue(prefix)
+    starts = Starts(limit=limit, journal=journal_from, parents=parents_from, dependents=dependents_from,
+                    steps=steps_from)
     with opened(dsn, prefix) as engine:
         job = queue.get_job(engine, job_id)
-        journal = queue.journal(engine, job_id)
-        parents, dependents = queue.parents(engine, job_id), queue.dependents(engine, job_id)
-        steps = queue.steps(engine, job_id)
+        try:
+            found = queue.job_sections(engine, job_id, starts)
+        except InvalidOption as exc:
+            raise click.BadParameter(str(exc)) from None
+    lines = found.journal.items
     if as_json:
-        emit_json({"job": job.as_dict(), "journal": [entry.as_dict() for entry in journal],
-                   "steps": [step.as_dict() for step in steps], **dependency_lines.as_json(parents, dependents)})
-    else:
-        from venturi_sa.cli.job_signals import render_steps  # registered after this module
+        emit_json({"job": job.as_dict(), "journal": [line.as_dict() for line in lines],
+                   "steps": [step.as_dict() for step in found.steps.items],
+                   **dependency_lines.as_json(found.parents.items, found.dependents.items),
+                   "pages": {name: {k: v for k, v in getattr(found, name).as_dict().items() if k != "items"}
+                             for name in SECTIONS}})
+        return
+    from venturi_sa.cli.job_signals import render_steps  # registered after this module
 
-        click.echo("\n\n".join(filter(None, [render_job(job, journal) + render_steps(journal, steps),
-                                              dependency_lines.render(parents, dependents)])))
+    entries = [line.entry for line in lines]
+    text = render_job(job, lines) + render_steps(entries, found.steps.items)
+    if found.journal.total:
+        text += "\n" + _more("journal", found.journal)
+    if found.steps.total:
+        text += "\n" + _more("steps", found.steps)
+    dependencies = dependency_lines.render(found.parents.items, found.dependents.items)
+    for name in ("parents", "dependents"):
+        section = getattr(found, name)
+        if section.total:
+            dependencies = dependencies.replace(f"{name}:\n", f"{_more(name, section)}\n", 1)
+    click.echo("\n\n".join(filter(None, [text, dependencies])))
 
 
 def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,

@@ -28,7 +28,7 @@ from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import dependent_reads as reads
 from venturi_sa.storage import dependents as dependents_store
 from venturi_sa.storage import history as history_store
-from venturi_sa.storage.dependent_reads import ParentsParams
+from venturi_sa.storage.dependent_reads import DependentsParams, ParentsParams
 from venturi_sa.storage.faults import is_deadlock
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import Runner
@@ -97,7 +97,7 @@ def dependents(models: Models, engine: sa.Engine, job_id: str) -> list[Dependent
     with short_transaction(models, engine) as session:
         _known(models, session, job_id)
         return [DependentInfo(id=r.id, kind=r.kind, status=r.status, if_parent_dead=r.policy)
-                for r in reads.dependents(models, session, job_id)]
+                for r in reads.dependents(models, session, DependentsParams(job_id=job_id))]
 
 
 def refuse_waiting(models: Models, runner: Runner, job_id: str, what: str) -> None:

@@ -27,6 +27,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
 from venturi_sa.ops import dependents as workflow
+from venturi_sa.ops import job_sections as sections
 from venturi_sa.ops import job_steps as durable
 from venturi_sa.ops import limits as limit_ops
 from venturi_sa.ops.cancel import Cancelled
@@ -34,6 +35,7 @@ from venturi_sa.ops.checks import DEFAULT_ACTOR
 from venturi_sa.ops.dependents import DependentInfo, ParentInfo
 from venturi_sa.ops.explain import Explanation, explain
 from venturi_sa.ops.held_reasons import with_policy_reasons
+from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import UNSET, Count, LimitInfo, Rated
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
@@ -285,6 +287,12 @@ class Operations:
         return durable.steps(self.models, engine, job_id)
 
     @operation
+    def job_sections(self, engine: Engine, job_id: str, starts: Starts | None = None) -> JobSections:
+        """A page of the job's journal (``merged`` runs folded), parents, dependents and steps, with counts and
+        next-page cursors (see :mod:`venturi_sa.ops.job_sections`); read-only, one short transaction."""
+        return sections.job_sections(self.models, engine, job_id, starts or Starts())
+
+    @operation
     def signals(self, engine: Engine, job_id: str) -> list[durable.SignalInfo]:
         """The signals sent to the job, oldest first; read-only."""
         return durable.signals(self.models, engine, job_id)
@@ -356,3 +364,4 @@ class Operations:
     signal_async = async_twin(signal)
     steps_async = async_twin(steps)
     signals_async = async_twin(signals)
+    job_sections_async = async_twin(job_sections)

@@ -160,12 +160,11 @@ def fetch_job_page_both(models: Models, runner: Runner, params: JobPageParams) -
 # -- one job, a selection --------------------------------------------------------------------
 
 def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
-    """The archived job's view row, journal and ``now()``; ``row`` None if it is not archived."""
+    """The archived job's view row and ``now()``; ``row`` None if it is not archived."""
     row = archive.fetch_job_view(models, runner, job_id)
     if row is None:
-        return JobDetail(row=None, journal=(), now=None)
-    return JobDetail(row=row, journal=archive.fetch_journal(models, runner, job_id),
-                     now=runner.execute(_select(sa.func.now())).scalar_one())
+        return JobDetail(row=None, now=None)
+    return JobDetail(row=row, now=runner.execute(_select(sa.func.now())).scalar_one())
 
 
 def fetch_selection(models: Models, runner: Runner, job_ids: Sequence[str]) -> dict[str, tuple[str, str]]:

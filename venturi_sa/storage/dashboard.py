@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Status
-from venturi_sa.storage.history import job_columns, job_view_statement, journal_statement, older_than
+from venturi_sa.storage.history import job_columns, job_view_statement, older_than
 from venturi_sa.storage.overview import (  # the overview's SQL, re-exported for the dashboard's callers
     DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
@@ -235,14 +235,14 @@ def fetch_workers(models: Models, runner: Runner) -> tuple[Sequence[sa.Row[Any]]
 
 @dataclass(frozen=True, kw_only=True)
 class JobDetail:
-    """One job's view row (None: no such job), its journal in order, and the database clock.
+    """One job's view row (None: no such job) and the database clock.
 
     ``row`` is :func:`~venturi_sa.storage.history.job_view_statement`'s: the job's
-    columns, the fire that inserted it and its own time limit.
+    columns, the fire that inserted it and its own time limit.  Its journal is
+    read a page at a time (:mod:`venturi_sa.storage.journal_pages`).
     """
 
     row: sa.Row[Any] | None
-    journal: Sequence[sa.Row[Any]]
     now: datetime | None
     on_parents: bool = False
     """Whether it waits for unfinished parents (``after=``): its ``_waits`` count is above zero.
@@ -251,16 +251,15 @@ class JobDetail:
 
 
 def fetch_job_detail(models: Models, runner: Runner, job_id: str) -> JobDetail:
-    """The job view by primary key, then (if found) its journal through ``_journal_job``, ``now()`` and
-    whether it waits for parents (a primary-key probe of ``_waits``, in the ``now()`` statement)."""
+    """The job view by primary key, then (if found) ``now()`` and whether it waits for parents (a
+    primary-key probe of ``_waits``, in the ``now()`` statement)."""
     row = runner.execute(job_view_statement(models, job_id)).first()
     if row is None:
-        return JobDetail(row=None, journal=(), now=None)
-    journal = runner.execute(journal_statement(models, job_id)).all()
+        return JobDetail(row=None, now=None)
     waits = models.workflow.waits_table.c
     on_parents = sa.exists().where(waits.job_id == job_id, waits.remaining > 0)
     now, waiting = runner.execute(_select(sa.func.now(), on_parents)).one()
-    return JobDetail(row=row, journal=journal, now=now, on_parents=bool(waiting))
+    return JobDetail(row=row, now=now, on_parents=bool(waiting))
 
 
 # -- the jobs list's last errors ------------------------------------------------------

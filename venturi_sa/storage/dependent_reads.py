@@ -10,6 +10,7 @@ row keeps, see :mod:`venturi_sa.storage.archive`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -97,18 +98,75 @@ def parents_statement(models: Models) -> sa.TextClause:
                       result=postgresql.JSONB(none_as_null=True), note=sa.Text)
 
 
-_DEPENDENTS = """
-SELECT p.job_id AS id, j.kind, j.status, p.policy
-FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
-WHERE p.parent_id = :job_id
-ORDER BY j.created_at, j.id
+_PARENT_COUNTS = """
+WITH links AS (
+    SELECT p.parent_id FROM {parents} AS p WHERE p.job_id = :job_id
+    UNION ALL
+    SELECT e.value ->> 'parent_id'
+    FROM {archive} AS d, jsonb_array_elements(d.job -> 'after') AS e
+    WHERE d.id = :job_id
+)
+SELECT coalesce(j.status, (SELECT a.status FROM {archive} AS a WHERE a.id = l.parent_id LIMIT 1), 'deleted')
+       AS status, count(*) AS n
+FROM links AS l LEFT JOIN {jobs} AS j ON j.id = l.parent_id
+GROUP BY 1 ORDER BY 1
 """
 
 
-def dependents(models: Models, runner: Runner, job_id: str) -> list[sa.Row[Any]]:
-    """Rows ``(id, kind, status, policy)`` of the jobs that named ``job_id`` in ``after=``, oldest first."""
+def parent_counts(models: Models, runner: Runner, job_id: str) -> dict[str, int]:
+    """``{status: count}`` of the job's parents (``"deleted"``: in neither the jobs table nor the archive).
+
+    One statement over the same links as :func:`parents`; a parent missing
+    from the jobs table is looked up in the archive only then (``coalesce``
+    evaluates the probe lazily).  Its cost grows with the number of parents,
+    never with the tables.
+    """
+    rows = runner.execute(_statement(models, "parent_counts", _PARENT_COUNTS), {"job_id": job_id})
+    return {r.status: int(r.n) for r in rows}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DependentsParams:
+    """The dependents of ``job_id`` oldest first, after ``(created_at, id)`` ``after``, at most ``limit``."""
+
+    job_id: str
+    after: tuple[datetime, str] | None = None
+    limit: int | None = None
+
+
+_DEPENDENTS = """
+SELECT p.job_id AS id, j.kind, j.status, p.policy, j.created_at
+FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
+WHERE p.parent_id = :job_id
+  AND (CAST(:after_at AS timestamptz) IS NULL
+       OR (j.created_at, j.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
+ORDER BY j.created_at, j.id
+LIMIT :limit
+"""
+
+
+def dependents(models: Models, runner: Runner, params: DependentsParams) -> list[sa.Row[Any]]:
+    """Rows ``(id, kind, status, policy, created_at)`` of the jobs that named the job in ``after=``, oldest
+    first, from ``params.after`` on, at most ``params.limit`` (None: all); ``_parents_parent`` then a key
+    probe per dependent, and a top-N sort of them."""
+    after_at, after_id = params.after if params.after is not None else (None, None)
     stmt = _statement(models, "dependents", _DEPENDENTS)
-    return list(runner.execute(stmt, {"job_id": job_id}))
+    return list(runner.execute(stmt, {"job_id": params.job_id, "after_at": after_at, "after_id": after_id,
+                                      "limit": params.limit}))
+
+
+_DEPENDENT_COUNTS = """
+SELECT j.status, count(*) AS n
+FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
+WHERE p.parent_id = :job_id
+GROUP BY j.status ORDER BY j.status
+"""
+
+
+def dependent_counts(models: Models, runner: Runner, job_id: str) -> dict[str, int]:
+    """``{status: count}`` of the job's dependents (``_parents_parent``, then a key probe per dependent)."""
+    rows = runner.execute(_statement(models, "dependent_counts", _DEPENDENT_COUNTS), {"job_id": job_id})
+    return {r.status: int(r.n) for r in rows}
 
 
 @dataclass(frozen=True, kw_only=True)

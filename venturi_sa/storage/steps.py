@@ -70,6 +70,22 @@ def read(models: Models, runner: Runner, job_id: str) -> list[StepRecord]:
                                    .order_by(c.started_at, c.name)).all())
 
 
+def read_page(models: Models, runner: Runner, job_id: str, after: tuple[datetime, str] | None,
+              limit: int) -> tuple[list[StepRecord], int]:
+    """Up to ``limit`` entries of ``job_id`` after ``(started_at, name)`` ``after``, in the order of
+    :func:`read`, and how many entries the job has (one statement: the count is a scalar subquery)."""
+    c = models.steps_table.c
+    total = sa.select(sa.func.count()).where(c.job_id == job_id).scalar_subquery()
+    stmt = sa.select(sa.literal(1).label("one"), total.label("total")).subquery("counted")
+    page = sa.select(*_columns(models)).where(c.job_id == job_id)
+    if after is not None:
+        page = page.where(sa.tuple_(c.started_at, c.name) > sa.tuple_(sa.literal(after[0]), sa.literal(after[1])))
+    shown = page.order_by(c.started_at, c.name).limit(limit).subquery("shown")
+    rows = runner.execute(sa.select(stmt.c.total, *shown.c).select_from(
+        stmt.outerjoin(shown, sa.true())).order_by(shown.c.started_at, shown.c.name)).all()
+    return _records([r for r in rows if r.name is not None]), int(rows[0].total)
+
+
 def hold_fence(models: Models, runner: Runner, fence: Fence) -> bool:
     """Lock the job row ``FOR KEY SHARE`` if ``fence``'s run still holds the claim; False (nothing locked) if not."""
     job = models.jobs_table.c

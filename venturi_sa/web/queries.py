@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.face import Operations
+from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
@@ -33,6 +34,8 @@ from venturi_sa.storage.dashboard import (
     WindowParams,
 )
 
+SECTION_STARTS = Starts(limit=50)
+"""A job page's lists: the first 50 of each (journal lines, parents, dependents, steps)."""
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 15 * 60)}
 """Chart windows: how far back, and the bucket size in seconds."""
 
@@ -200,10 +203,12 @@ def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str
 
 @dataclass(frozen=True, kw_only=True)
 class Run:
-    """One journal entry with the time since the previous one."""
+    """One journal line (an entry, or a folded run of ``merged`` entries) with the time since the previous."""
 
     entry: JournalInfo
     since_previous: timedelta | None
+    entries: int = 1
+    last_recorded_at: datetime | None = None
 
 
 WAITS = {"paused": "paused by its handler", "retried": "backing off after a failure", "released": "released"}
@@ -213,13 +218,29 @@ WAITS = {"paused": "paused by its handler", "retried": "backing off after a fail
 class Detail:
     job: JobView
     """The job with the schedule fire that inserted it and its own time limit (one statement)."""
-    runs: list[Run]
+    sections: JobSections
+    """A page of its journal, parents, dependents and steps, with counts (:mod:`venturi_sa.ops.job_sections`)."""
     now: datetime
     on_parents: bool = False
     """Waits for unfinished parents (its dependency count, not its ``'infinity'`` ``visible_at``)."""
     reason: str = ""
     why: tuple[str, ...] = ()
     """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
+    first_journal_page: bool = True
+    """Whether the journal page starts at the first entry (its first line's time counts from creation)."""
+
+    @property
+    def runs(self) -> list[Run]:
+        """The journal page's lines, each with the time since the line before (the first: since creation,
+        on the first page)."""
+        runs: list[Run] = []
+        previous = self.job.created_at if self.sections.journal.items and self.first_journal_page else None
+        for line in self.sections.journal.items:
+            since = line.entry.recorded_at - previous if previous is not None else None
+            runs.append(Run(entry=line.entry, since_previous=since, entries=line.entries,
+                            last_recorded_at=line.last_recorded_at))
+            previous = line.last_recorded_at
+        return runs
 
     @property
     def waiting_for(self) -> str | None:
@@ -229,13 +250,13 @@ class Detail:
         """
         if self.job.status != "pending" or self.job.visible_at <= self.now:
             return None
-        last = self.runs[-1].entry.outcome if self.runs else None
+        last = self.sections.last_outcome
         return last if last in WAITS else "scheduled"
 
 
 def _reason(detail: Detail) -> str:
     """Why the job is (not) running, from its row and journal alone."""
-    job, now, runs = detail.job, detail.now, detail.runs
+    job, now = detail.job, detail.now
     if job.status == "pending":
         waiting = detail.waiting_for
         if waiting is not None and detail.on_parents:
@@ -252,38 +273,36 @@ def _reason(detail: Detail) -> str:
                     f"{job.claim_expires_at:%H:%M:%S}: waiting for lease recovery")
         return f"running on {job.claimed_by} (run {job.run_count})"
     if job.status == "dead":
-        last_note = next((r.entry.note for r in reversed(runs) if r.entry.note), None)
+        last_note = detail.sections.last_note
         return f"dead: {last_note}" if last_note else "dead"
     return "completed"
 
 
-def detail(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
-    """The job's view (row, fire, own time limit) and journal (one transaction), or None if there is no such job."""
+def detail(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS) -> Detail | None:
+    """The job's view (row, fire, own time limit; one transaction), then a page of each of its lists from
+    ``starts`` (a second one), or None if there is no such job."""
     with short_transaction(models, engine) as session:
         found = dashboard_store.fetch_job_detail(models, session, job_id)
         if found.row is None:
             found = archived.fetch_job_detail(models, session, job_id)
     if found.row is None or found.now is None:
         return None
-    row, entries, now = found.row, found.journal, found.now
-    job = job_view_info(row)
-    runs: list[Run] = []
-    previous = job.created_at
-    for r in entries:
-        entry = JournalInfo(**r._mapping)
-        runs.append(Run(entry=entry, since_previous=entry.recorded_at - previous))
-        previous = entry.recorded_at
-    found_detail = Detail(job=job, runs=runs, now=now, on_parents=found.on_parents)
+    try:
+        sections = Operations(models).job_sections(engine, job_id, starts)
+    except JobNotFound:  # deleted meanwhile
+        return None
+    found_detail = Detail(job=job_view_info(found.row), sections=sections, now=found.now,
+                          on_parents=found.on_parents, first_journal_page=starts.journal is None)
     return replace(found_detail, reason=_reason(found_detail))
 
 
-def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None:
+def detail_page(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS) -> Detail | None:
     """:func:`detail` and why the job waits.
 
-    Two short transactions; the explanation (pauses, backoff, place in line,
+    Three short transactions; the explanation (pauses, backoff, place in line,
     whether a worker runs the kind) only for a pending or claimed job.
     """
-    found = detail(models, engine, job_id)
+    found = detail(models, engine, job_id, starts)
     if found is None:
         return None
     why: tuple[str, ...] = ()
@@ -293,15 +312,6 @@ def detail_page(models: Models, engine: sa.Engine, job_id: str) -> Detail | None
         except JobNotFound:  # deleted meanwhile: show what was read
             pass
     return replace(found, why=why)
-
-
-def dependencies(models: Models, engine: sa.Engine, job_id: str) -> dict[str, Any]:
-    """``parents`` and ``dependents`` of the job (``after=``) for its page; empty lists if it has none."""
-    ops = Operations(models)
-    try:
-        return {"parents": ops.parents(engine, job_id), "dependents": ops.dependents(engine, job_id)}
-    except JobNotFound:  # deleted meanwhile
-        return {"parents": [], "dependents": []}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,6 +32,7 @@ from starlette.routing import Route
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.history import decode_cursor, encode_cursor
+from venturi_sa.ops.job_sections import Starts
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
 from venturi_sa.storage.faults import is_insufficient_privilege
@@ -173,18 +174,32 @@ def routes(dashboard: Dashboard) -> list[Route]:
 
     def job_data(request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
-        found = queries.detail_page(dashboard.models, dashboard.engine, job_id)
+        starts, shown = _starts(request.query_params)
+        try:
+            found = queries.detail_page(dashboard.models, dashboard.engine, job_id, starts)
+        except InvalidOption as exc:
+            raise _bad(str(exc)) from None
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
-        steps = steps_timeline(dashboard.models, dashboard.engine, job_id, [r.entry for r in found.runs])
-        return {"view": found, "steps": steps, **queries.dependencies(dashboard.models, dashboard.engine, job_id)}
+        sections = found.sections
+        steps = steps_timeline([r.entry for r in found.runs], sections.steps.items)
+        pages = {name: urlencode({**shown, name: getattr(sections, name).next})
+                 for name in SECTIONS if getattr(sections, name).next is not None}
+        firsts = {name: urlencode({k: v for k, v in shown.items() if k != name}) for name in shown}
+        return {"view": found, "steps": steps, "sections": sections, "pages": pages, "firsts": firsts,
+                "query": urlencode(shown)}
 
     async def job_json(request: Request) -> Response:
         """One JSON field of a job in full (what its page shows truncated), as a download."""
         job_id = request.path_params["job_id"]
         await dashboard.may_view(request, _viewed_ids(request))
-        found = (await run_in_threadpool(job_data, request))["view"]
         field = request.path_params["field"]
+        kind, _, entry = field.partition("-")
+        starts = Starts(limit=1, journal=entry) if kind == "attachment" and entry.isdigit() else None
+        found = await run_in_threadpool(queries.detail, dashboard.models, dashboard.engine, job_id,
+                                        starts or queries.SECTION_STARTS)
+        if found is None:
+            raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
         value = _json_field(found, field)
         text = dashboard.pretty(value, found.job.kind, field.partition("-")[0])
         return Response(text, media_type="application/json", headers={
@@ -308,6 +323,19 @@ def _summary(label: str, outcome: Outcome) -> str:
     elif outcome.truncated:
         text += f"; stopped after {BULK_MOST}: run it again for the rest"
     return text
+
+
+SECTIONS = ("journal", "parents", "dependents", "steps")
+"""A job page's paged lists; each takes its page's cursor as a query parameter of its name."""
+
+
+def _starts(values: Any) -> tuple[Starts, dict[str, str]]:
+    """Where each of a job page's lists starts (the cursors in the query), and those given."""
+    shown = {name: _printable(name, str(values.get(name))) for name in SECTIONS if values.get(name)}
+    if any(len(v) > ID_LIMIT * 2 for v in shown.values()):
+        raise _bad("invalid page cursor: pass back the one a page gave")
+    return Starts(limit=queries.SECTION_STARTS.limit, journal=shown.get("journal"), parents=shown.get("parents"),
+                  dependents=shown.get("dependents"), steps=shown.get("steps")), shown
 
 
 def _viewed_ids(request: Request) -> list[str]:

@@ -13,7 +13,9 @@ from test_ops_verbs import built
 
 from venturi_sa import Models
 from venturi_sa.storage import dashboard as dashboard_store
+from venturi_sa.storage import journal_pages as journal_store
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams, WindowParams
+from venturi_sa.storage.journal_pages import JournalPageParams
 
 HOUR = WindowParams(span=timedelta(hours=1), bucket_seconds=60)
 
@@ -77,13 +79,16 @@ def test_dashboard_job_workers_and_token(engine: sa.Engine, models: Models,
         missing = dashboard_store.fetch_job_detail(models, r, "01J00000000000000000000000")
         grouped, claimed = dashboard_store.fetch_workers(models, r)
         token = dashboard_store.fetch_token(models, r)
-    assert detail.row is not None and detail.row.id == held_id and len(detail.journal) == 1
+        lines = journal_store.journal_page(models, r, JournalPageParams(job_id=held_id))
+        summary = journal_store.journal_summary(models, r, held_id)
+    assert detail.row is not None and detail.row.id == held_id and [line.entries for line in lines] == [1]
+    assert (summary.total, summary.last_outcome) == (1, lines[0].outcome)
     assert detail.now is not None and missing.row is None
     assert (detail.row.fire_schedule, detail.row.timeout) == (None, None)  # the job view: no fire, no own limit
     ((name, n, expired, kinds, *_),) = [tuple(g) for g in grouped]
     assert (name, n, expired, sorted(kinds)) == (worker, 2, 1, ["a", "b"])
     assert len(claimed) == 2
-    assert token[0] == detail.journal[0].id
+    assert token[0] == lines[0].id
     with built(engine, models) as (Job, _):
         Job(kind="c")
     with runner() as r:

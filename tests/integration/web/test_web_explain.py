@@ -23,6 +23,7 @@ from support.web import counted
 
 from venturi_sa import Models
 from venturi_sa.storage import dashboard as sql
+from venturi_sa.storage import journal_pages
 from venturi_sa.storage import stats as stats_sql
 from venturi_sa.web import create_app
 
@@ -124,12 +125,22 @@ PAGES = {"/": 12, "/?window=day": 12, "/fragment/overview": 12, "/jobs": 3, "/jo
          "/jobs?q=nothing-matches-this": 4, "/workers": 2, "/fragment/jobs": 3, "/schedules": 3}
 
 
+def test_a_job_pages_journal_reads_through_journal_job(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    models, _ = big
+    job = {"job_id": "00000000000000000000000500"}
+    page = journal_pages.page_statement(models).bindparams(start=0, limit=51, **job)
+    _uses(engine, page, models, "journal_job", sort_ok=True)  # the fold's window runs over the job's rows only
+    summary = journal_pages.summary_statement(models).bindparams(**job)
+    _uses(engine, summary, models, "journal_job")
+
+
 def test_every_page_runs_a_bounded_number_of_queries(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
     models, _ = big
     app = create_app(engine, models.prefix, listen=False)
     with TestClient(app) as client:
         job_id = client.get("/jobs").text.split('name="ids" value="')[1].split('"')[0]
-        # a pending job's page: its view (row, fire, time limit) and journal (3), explain (9), its steps (1)
+        # a job's page: its view (row, fire, time limit) and clock (2), a page of each list (6: the job's
+        # existence, journal lines and summary, parents, dependents, steps); a pending job adds explain's
         for url, most in {**PAGES, f"/jobs/{job_id}": 12, f"/fragment/jobs/{job_id}": 12}.items():
             with counted(engine) as statements:
                 response = client.get(url)
