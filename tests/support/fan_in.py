@@ -21,12 +21,12 @@ SELECT :stem || lpad(i::text, 10, '0'), 'part', jsonb_build_object('i', i),
        now(), now(), CASE WHEN i <= :completed THEN now() END, CASE WHEN i <= :completed THEN 1 ELSE 0 END
 FROM generate_series(1, :parents) AS i;
 INSERT INTO {jobs} (id, kind, payload, status, created_at, visible_at)
-VALUES (:stem || 'fanin', 'gather', '{{}}'::jsonb, 'pending', now(), 'infinity');
+VALUES (:stem || 'ZZZZZZZZZZ', 'gather', '{{}}'::jsonb, 'pending', now(), 'infinity');
 INSERT INTO {parents} (job_id, position, parent_id, policy, done)
-SELECT :stem || 'fanin', i - 1, :stem || lpad(i::text, 10, '0'), 'cancel', i <= :completed
+SELECT :stem || 'ZZZZZZZZZZ', i - 1, :stem || lpad(i::text, 10, '0'), 'cancel', i <= :completed
 FROM generate_series(1, :parents) AS i;
 INSERT INTO {waits} (job_id, remaining, not_before, killed_by)
-VALUES (:stem || 'fanin', :parents - :completed, now(), NULL);
+VALUES (:stem || 'ZZZZZZZZZZ', :parents - :completed, now(), NULL);
 """
 
 MERGED = """
@@ -43,14 +43,24 @@ def _names(models: Any) -> dict[str, str]:
             "parents": models.workflow.parents_table.name, "waits": models.workflow.waits_table.name}
 
 
+def fan_stem(stem: str) -> str:
+    """The 16 characters every id of a seeded fan-in starts with: ``stem`` made a ULID's leading part."""
+    return ("0" + stem.upper()).ljust(16, "0")
+
+
+def parent_id(stem: str, i: int) -> str:
+    """The id of parent ``i`` (1-based) of the fan-in seeded with ``stem`` (a job id in ULID form)."""
+    return fan_stem(stem) + str(i).zfill(10)
+
+
 def seed_fan_in(engine: sa.Engine, models: Any, stem: str, parents: int, completed: int) -> str:
     """A pending dependent waiting on ``parents`` parents, the first ``completed`` of them completed; its id.
 
-    Parent ``i`` (1-based) has id ``<stem><i padded to 10 digits>``."""
+    Parent ``i`` (1-based) has id :func:`parent_id`; every id is in ULID form."""
     with engine.begin() as conn:
         conn.execute(sa.text(FAN_IN.format(**_names(models))),
-                     {"stem": stem, "parents": parents, "completed": completed})
-    return f"{stem}fanin"
+                     {"stem": fan_stem(stem), "parents": parents, "completed": completed})
+    return fan_stem(stem) + "Z" * 10
 
 
 def seed_merged(engine: sa.Engine, models: Any, job_id: str, merges: int) -> str:

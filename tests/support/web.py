@@ -119,11 +119,11 @@ def dashboard_docs(engine: sa.Engine, prefix: str) -> dict[str, Any]:
 
 
 def many_pending(engine: sa.Engine, prefix: str, n: int, kind: str) -> list[str]:
-    """``n`` pending jobs of ``kind`` with random 26-character ids (as incompressible as ULIDs get); their ids."""
+    """``n`` pending jobs of ``kind`` with random ids in ULID form (as incompressible as ULIDs get); their ids."""
     with engine.begin() as conn:
         rows = conn.exec_driver_sql(
             f"INSERT INTO {prefix}_jobs (id, kind, payload, status, created_at, visible_at) "
-            "SELECT upper(substr(md5(random()::text) || md5(random()::text), 1, 26)), %(kind)s, '{}'::jsonb, "
+            "SELECT '0' || upper(substr(md5(random()::text) || md5(random()::text), 1, 25)), %(kind)s, '{}'::jsonb, "
             "'pending', now() - interval '1 minute', now() - interval '1 minute' FROM generate_series(1, %(n)s) "
             "RETURNING id", {"kind": kind, "n": n})
         return [r[0] for r in rows]

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from venturi_sa.web import queries
+from venturi_sa.web import page_inputs, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.confirm_token import SELECTION_FIELD, BadConfirmation, decode, encode
@@ -48,7 +48,7 @@ async def confirmed(dashboard: Dashboard, request: Request, form: FormData, acti
     given: dict[str, str] = {}
     truncated = False
     if scope == "matching":
-        flt, given = routes.parse_filter(form, routes._now())
+        flt, given = page_inputs.parse_filter(form, routes._now())
         batches = queries.matching_ids(dashboard.models, dashboard.engine, flt, action.statuses,
                                        routes.BULK_BATCH, routes.BULK_MOST + 1)
         ids = [i for batch in await run_in_threadpool(list, batches) for i in batch]

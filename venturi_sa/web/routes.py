@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
@@ -31,7 +31,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from venturi_sa.errors import InvalidOption
-from venturi_sa.ops.history import decode_cursor, encode_cursor
+from venturi_sa.ops.history import encode_cursor
 from venturi_sa.ops.job_sections import Starts
 from venturi_sa.states import STATUSES
 from venturi_sa.storage.dashboard import JobFilter, JobPageParams
@@ -41,6 +41,16 @@ from venturi_sa.web import confirm, forms, pauses, queries
 from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.job_steps_view import steps_timeline
+from venturi_sa.web.page_inputs import (
+    SECTIONS,
+    WINDOWS,
+    after_cursor,
+    bad,
+    check_job_id,
+    parse_filter,
+    printable,
+    section_starts,
+)
 from venturi_sa.web.security import Refused, check_authorized
 
 PAGE_SIZE = 50
@@ -49,73 +59,10 @@ BULK_MOST = 2000
 """The most jobs one "all matching" request changes (the page says when more may match)."""
 FORM_FIELDS = 50
 """Form fields an action may carry besides its ids (csrf, do, note, the filter, the action's own)."""
-WINDOWS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
-           "7d": timedelta(days=7)}
-TEXT_LIMIT = 200
 SORTS = ("newest", "oldest")
 """The jobs list's orders: by creation time, the only order ``_jobs_created`` walks by keyset."""
-ID_LIMIT = 128
-"""The longest job id the dashboard looks up (ids are 26-character ULIDs)."""
 RETRY_SECONDS = 5
 """How soon the "database unavailable" page reloads itself."""
-
-
-def _bad(message: str) -> HTTPException:
-    return HTTPException(400, message)
-
-
-def _printable(name: str, value: str) -> str:
-    """``value`` unless it holds a NUL or another control character (400 naming ``name``)."""
-    if not value.isprintable():
-        raise _bad(f"{name} must be printable text (no NUL or control characters)")
-    return value
-
-
-def check_job_id(job_id: str) -> str:
-    """``job_id`` when it can be a job's id: printable, at most :data:`ID_LIMIT` characters (else 400)."""
-    if not job_id or len(job_id) > ID_LIMIT or not job_id.isprintable():
-        raise _bad(f"invalid job id {job_id[:ID_LIMIT]!r}: ids are printable text of at most {ID_LIMIT} characters")
-    return job_id
-
-
-def parse_filter(values: Any, now: datetime) -> tuple[JobFilter, dict[str, str]]:
-    """The job filter in ``values`` (query or form), and its fields as given (for links and forms)."""
-    for name in ("status", "window", "kind", "q", "upto"):
-        _printable(name, str(values.get(name) or ""))
-    status = (values.get("status") or "").strip()
-    if status and status not in STATUSES:
-        raise _bad(f"invalid status {status!r}: use one of {', '.join(STATUSES)}")
-    window = (values.get("window") or "").strip()
-    if window and window not in WINDOWS:
-        raise _bad(f"invalid window {window!r}: use one of {', '.join(WINDOWS)}")
-    kind = (values.get("kind") or "").strip()
-    text = (values.get("q") or "").strip()
-    if len(kind) > TEXT_LIMIT or len(text) > TEXT_LIMIT:
-        raise _bad(f"kind and text filters are limited to {TEXT_LIMIT} characters")
-    upto = (values.get("upto") or "").strip()
-    before = None
-    if upto:
-        try:
-            before = datetime.fromisoformat(upto)
-        except ValueError:
-            raise _bad(f"invalid upto time {upto!r}") from None
-        if before.tzinfo is None:
-            raise _bad("upto must carry a time zone")
-    flt = JobFilter(statuses=(status,) if status else (), kind=kind or None, text=text or None,
-                    created_after=now - WINDOWS[window] if window else None, created_before=before)
-    given = {k: v for k, v in (("status", status), ("kind", kind), ("window", window), ("q", text)) if v}
-    return flt, given
-
-
-def _after(values: Any) -> tuple[datetime, str] | None:
-    cursor = values.get("after")
-    if not cursor:
-        return None
-    _printable("after", cursor)
-    try:
-        return decode_cursor(cursor)
-    except InvalidOption as exc:
-        raise _bad(str(exc)) from None
 
 
 def _now() -> datetime:
@@ -148,20 +95,20 @@ def routes(dashboard: Dashboard) -> list[Route]:
     def overview_data(request: Request) -> dict[str, Any]:
         window = request.query_params.get("window", "hour")
         if window not in queries.WINDOWS:
-            raise _bad(f"invalid chart window {window!r}: use hour or day")
+            raise bad(f"invalid chart window {window!r}: use hour or day")
         return {"view": queries.overview(dashboard.models, dashboard.engine, window)}
 
     def jobs_data(request: Request) -> dict[str, Any]:
         now = _now()
         flt, given = parse_filter(request.query_params, now)
-        sort = _printable("sort", request.query_params.get("sort") or SORTS[0])
+        sort = printable("sort", request.query_params.get("sort") or SORTS[0])
         if sort not in SORTS:
-            raise _bad(f"invalid sort {sort!r}: the list sorts by creation time only, {' or '.join(SORTS)} "
+            raise bad(f"invalid sort {sort!r}: the list sorts by creation time only, {' or '.join(SORTS)} "
                        "(no other column has an index to page through without OFFSET)")
         flip = urlencode({**given, **({} if sort == "oldest" else {"sort": "oldest"})})
         if sort != SORTS[0]:
             given["sort"] = sort
-        after = _after(request.query_params)
+        after = after_cursor(request.query_params)
         page = queries.jobs(dashboard.models, dashboard.engine,
                             JobPageParams(filter=flt, limit=PAGE_SIZE, after=after, oldest_first=sort == "oldest",
                                           errors=True))
@@ -174,11 +121,11 @@ def routes(dashboard: Dashboard) -> list[Route]:
 
     def job_data(request: Request) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
-        starts, shown = _starts(request.query_params)
+        starts, shown = section_starts(request.query_params)
         try:
             found = queries.detail_page(dashboard.models, dashboard.engine, job_id, starts)
         except InvalidOption as exc:
-            raise _bad(str(exc)) from None
+            raise bad(str(exc)) from None
         if found is None:
             raise HTTPException(404, f"no job with id {job_id!r} in queue {dashboard.prefix!r}")
         sections = found.sections
@@ -222,10 +169,10 @@ def routes(dashboard: Dashboard) -> list[Route]:
         name, _, scope = str(form.get("do") or "").partition(":")
         action = dashboard.actions.get(name)
         if action is None or scope not in ("selected", "matching", *((confirm.CONFIRMED,) if action.danger else ())):
-            raise _bad(f"unknown action {str(form.get('do'))[:80]!r}")
+            raise bad(f"unknown action {str(form.get('do'))[:80]!r}")
         dashboard.check_request(request, form, action.name)  # before any read of the form or the jobs
         if scope == "matching" and not action.bulk:
-            raise _bad(f"{action.label} applies to one job at a time, from the job's page")
+            raise bad(f"{action.label} applies to one job at a time, from the job's page")
         ids = _selected(action, form) if scope == "selected" else []  # a confirmation's are in its signed field
         ctx = _context(request, action, form)
         if action.danger:
@@ -246,7 +193,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
             note = forms.text(form, "note")
             values = action.read(form)
         except InvalidOption as exc:
-            raise _bad(f"{action.label}: {exc}") from None
+            raise bad(f"{action.label}: {exc}") from None
         return ActionContext(models=dashboard.models, engine=dashboard.engine, actor=dashboard.actor(request),
                              note=note, values=values, registry=dashboard.tasks)
 
@@ -299,12 +246,12 @@ def _selected(action: Action, form: Any) -> list[str]:
     """The checked job ids: at least one, at most :data:`BULK_MOST` (one for a job-page-only action)."""
     ids = [check_job_id(str(i)) for i in form.getlist("ids")]  # every id checked before any changes
     if not ids:
-        raise _bad("no jobs selected")
+        raise bad("no jobs selected")
     ids = list(dict.fromkeys(ids))
     if not action.bulk and len(ids) > 1:
-        raise _bad(f"{action.label} applies to one job at a time")
+        raise bad(f"{action.label} applies to one job at a time")
     if len(ids) > BULK_MOST:
-        raise _bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
+        raise bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
     return ids
 
 
@@ -323,19 +270,6 @@ def _summary(label: str, outcome: Outcome) -> str:
     elif outcome.truncated:
         text += f"; stopped after {BULK_MOST}: run it again for the rest"
     return text
-
-
-SECTIONS = ("journal", "parents", "dependents", "steps")
-"""A job page's paged lists; each takes its page's cursor as a query parameter of its name."""
-
-
-def _starts(values: Any) -> tuple[Starts, dict[str, str]]:
-    """Where each of a job page's lists starts (the cursors in the query), and those given."""
-    shown = {name: _printable(name, str(values.get(name))) for name in SECTIONS if values.get(name)}
-    if any(len(v) > ID_LIMIT * 2 for v in shown.values()):
-        raise _bad("invalid page cursor: pass back the one a page gave")
-    return Starts(limit=queries.SECTION_STARTS.limit, journal=shown.get("journal"), parents=shown.get("parents"),
-                  dependents=shown.get("dependents"), steps=shown.get("steps")), shown
 
 
 def _viewed_ids(request: Request) -> list[str]:

@@ -9,7 +9,9 @@ import pytest
 import sqlalchemy as sa
 from support.cli import invoke as run
 from support.cli import ok, plain_url
-from support.fan_in import seed_fan_in, seed_merged
+from support.fan_in import parent_id, seed_fan_in, seed_merged
+
+from venturi_sa.models.job_ids import new_job_id
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,20 +23,20 @@ def test_show_of_a_huge_fan_in_is_bounded_and_pages(pg_url: str, prefix: str, mo
     text = ok(run("jobs", "show", *db, fan_in)).stdout
     assert len(text.encode()) < 20_000
     assert "parents: 100000 (25000 completed, 75000 pending); showing 20, more: --parents-from 20" in text
-    assert "Q0000000020" in text and "Q0000000021" not in text
+    assert parent_id("Q", 20) in text and parent_id("Q", 21) not in text
     more = ok(run("jobs", "show", *db, fan_in, "--parents-from", "99990", "--limit", "50")).stdout
-    assert "Q0000100000" in more and "Q0000099990" not in more and "more: --parents-from" not in more
+    assert parent_id("Q", 100_000) in more and parent_id("Q", 99_990) not in more and "more: --parents-from" not in more
     data = json.loads(ok(run("jobs", "show", *db, fan_in, "--json")).stdout)
     assert len(data["parents"]) == 20
     assert data["pages"]["parents"] == {"total": 100000, "counts": {"completed": 25000, "pending": 75000},
                                         "next": "20"}
-    parent = ok(run("jobs", "show", *db, "Q0000000001")).stdout
+    parent = ok(run("jobs", "show", *db, parent_id("Q", 1))).stdout
     assert "dependents: 1 (1 pending)" in parent and fan_in in parent
 
 
 def test_show_folds_merged_entries(pg_url: str, prefix: str, models: Any, engine: sa.Engine) -> None:
     db = ["--dsn", plain_url(pg_url), "--prefix", prefix]
-    job_id = seed_merged(engine, models, "debounced-2", merges=9_999)
+    job_id = seed_merged(engine, models, new_job_id(), merges=9_999)
     text = ok(run("jobs", "show", *db, job_id)).stdout
     assert len(text.encode()) < 5_000 and "merged x9999" in text and "journal: 9999" in text
     data = json.loads(ok(run("jobs", "show", *db, job_id, "--json")).stdout)
