@@ -1,6 +1,8 @@
 """A job's parents and dependents (``after=``), and the operator actions that follow dependencies.
 
-Reads run in one short transaction.  :func:`cancel_with_dependents` cancels
+Reads run in one short transaction (:func:`parents` given the caller's
+``Session`` or ``Connection``: in its transaction, never committed).
+:func:`cancel_with_dependents` cancels
 a job and every transitive dependent in one transaction (committed on
 return, rolled back on any error; joined, never committed, when given a
 ``Session``); each cancelled job gets its own journal row.  It locks the job

@@ -1,7 +1,9 @@
 """Why isn't it running?  The concrete reasons, read from the database, for one job.
 
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
-so every fact comes from one snapshot) and changes nothing.  Each reason is
+so every fact comes from one snapshot) and changes nothing; given the
+caller's ``Session`` or ``Connection`` it reads in that transaction instead,
+at its isolation level, and never commits it.  Each reason is
 a code plus a sentence: for a pending job any of ``waiting_on_parents``, ``scheduled``,
 ``backoff``, ``sleeping`` / ``waiting_for_signal`` (a durable sleep or wait,
 until when), ``paused`` (by the kind's own pause, a kind pattern or the

@@ -1,7 +1,9 @@
 """Reading a queue's history: one job, its journal timeline, its result, and keyset-paged listings.
 
 Every function opens one short read-only transaction on the engine (see
-:mod:`venturi_sa.ops.transaction`) and takes no locks, so it never waits on
+:mod:`venturi_sa.ops.transaction`; :func:`get_job` and :func:`result_state`
+given the caller's ``Session`` or ``Connection`` read in its transaction
+instead, never committing it) and takes no locks, so it never waits on
 a worker or blocks one.  What it returns is a snapshot: the rows may change
 as soon as the transaction ends.
 """

@@ -7,7 +7,10 @@ wakes it.  That lock never holds back the lease renewal of a running job; it
 holds back the job's outcome write until the caller's transaction ends.  Given a ``Session`` it runs in the
 caller's transaction and never commits (the wake-up ``NOTIFY`` goes out on
 that commit; a rollback delivers nothing); given an ``Engine`` it is one
-short transaction of its own.
+short transaction of its own.  :func:`steps` and :func:`signals` read in a
+short transaction of their own on an ``Engine``, or in the caller's given its
+``Session`` or ``Connection`` (never committed there; see
+:func:`venturi_sa.ops.transaction.reading`).
 """
 
 from __future__ import annotations
