@@ -3,9 +3,11 @@
 Enqueue joins the caller's transaction, so it takes a ``Session`` (sync
 calls) or an ``AsyncSession`` (the ``*_async`` calls).  The operations open
 their own short transactions, so they take an ``Engine`` or an
-``AsyncEngine``.  Passing one kind where another is expected raises before
-anything runs (nothing is added, nothing is awaited, nothing is opened), with
-a message saying which call or object to use instead.
+``AsyncEngine``; the reads also take a ``Connection`` (an ``AsyncConnection``)
+or a ``Session`` (an ``AsyncSession``) and then read in its transaction.
+Passing one kind where another is expected raises before anything runs
+(nothing is added, nothing is awaited, nothing is opened), with a message
+saying which call or object to use instead.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, scoped_session
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 
 def is_async(obj: object, *names: str) -> bool:
@@ -121,8 +123,31 @@ def _engine_hint(obj: object) -> str:
     return "pass the application's engine"
 
 
-def require_engine(obj: object, call: str) -> sa.Engine:
-    """``obj`` if it is a sync ``Engine``; a ``TypeError`` naming the right call otherwise."""
+def require_connection(obj: object, call: str) -> sa.Connection:
+    """``obj`` if it is a sync ``Connection``; a ``TypeError`` naming the right call otherwise."""
+    if isinstance(obj, sa.Connection):
+        return obj
+    if is_async(obj, "AsyncConnection"):
+        raise TypeError(f"queue.{call}() takes a sync Connection, got an AsyncConnection: "
+                        f"use `await queue.{call}_async(connection, ...)`")
+    raise TypeError(f"queue.{call}() takes a Connection, got {_what(obj)}")
+
+
+def require_async_connection(obj: object, call: str) -> AsyncConnection:
+    """``obj`` if it is an ``AsyncConnection``; a ``TypeError`` naming the right call otherwise."""
+    if is_async(obj, "AsyncConnection"):
+        return obj  # type: ignore[return-value]
+    if isinstance(obj, sa.Connection):
+        raise TypeError(f"queue.{call}() takes an AsyncConnection, got a sync Connection: "
+                        f"use `queue.{call.removesuffix('_async')}(connection, ...)`")
+    raise TypeError(f"queue.{call}() takes an AsyncConnection, got {_what(obj)}")
+
+
+def require_engine(obj: object, call: str, also: str = "") -> sa.Engine:
+    """``obj`` if it is a sync ``Engine``; a ``TypeError`` naming the right call otherwise.
+
+    ``also`` names the other objects the call takes (``", a Session or a Connection"``).
+    """
     if isinstance(obj, sa.Engine):
         if obj.dialect.is_async:
             raise TypeError(f"queue.{call}() got a sync Engine on the async driver {obj.dialect.driver!r}: "
@@ -131,16 +156,21 @@ def require_engine(obj: object, call: str) -> sa.Engine:
     if is_async_engine(obj):
         raise TypeError(f"queue.{call}() takes a sync Engine, got an AsyncEngine: "
                         f"use `await queue.{call}_async(engine, ...)`")
+    if also:
+        hint = ": pass its session (`db.session`) or its engine (`db.engine`)" if _is_extension(obj) else ""
+        raise TypeError(f"queue.{call}() takes an Engine{also}, got {_what(obj)}{hint}")
     raise TypeError(f"queue.{call}() takes an Engine, got {_what(obj)}: {_engine_hint(obj)}")
 
 
-def require_async_engine(obj: object, call: str) -> AsyncEngine:
-    """``obj`` if it is an ``AsyncEngine``; a ``TypeError`` naming the right call otherwise."""
+def require_async_engine(obj: object, call: str, also: str = "") -> AsyncEngine:
+    """``obj`` if it is an ``AsyncEngine``; a ``TypeError`` naming the right call otherwise (``also``: as above)."""
     if is_async_engine(obj):
         return obj
     if isinstance(obj, sa.Engine):
         raise TypeError(f"queue.{call}() takes an AsyncEngine, got a sync Engine: "
                         f"use `queue.{call.removesuffix('_async')}(engine, ...)`")
+    if also:
+        raise TypeError(f"queue.{call}() takes an AsyncEngine{also}, got {_what(obj)}")
     raise TypeError(f"queue.{call}() takes an AsyncEngine, got {_what(obj)}: {_engine_hint(obj)}")
 
 

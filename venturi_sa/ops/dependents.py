@@ -1,6 +1,8 @@
 """A job's parents and dependents (``after=``), and the operator actions that follow dependencies.
 
-Reads run in one short transaction.  :func:`cancel_with_dependents` cancels
+Reads run in one short transaction (:func:`parents` given the caller's
+``Session`` or ``Connection``: in its transaction, never committed).
+:func:`cancel_with_dependents` cancels
 a job and every transitive dependent in one transaction (committed on
 return, rolled back on any error; joined, never committed, when given a
 ``Session``); each cancelled job gets its own journal row.  It locks the job
@@ -22,7 +24,7 @@ from venturi_sa.errors import InvalidTransition
 from venturi_sa.models import Models
 from venturi_sa.ops.cancel import Cancelled, cancel_in
 from venturi_sa.ops.history import job_not_found
-from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.ops.transaction import reading, short_transaction
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import dependent_reads as reads
@@ -67,15 +69,18 @@ def parent_rows(models: Models, runner: Runner, job_id: str, offset: int = 0,
     return [ParentInfo(id=r.id, kind=r.kind, status=r.status, result=r.result, note=r.note) for r in rows]
 
 
-def _known(models: Models, session: Session, job_id: str) -> None:
+def _known(models: Models, session: Runner, job_id: str) -> None:
     if history_store.fetch_job(models, session, JobParams(job_id=job_id)) is None:
         if archived.archived_status(models, session, job_id) is None:
             raise job_not_found(models, job_id)
 
 
-def parents(models: Models, engine: sa.Engine, job_id: str) -> list[ParentInfo]:
-    """The job's parents in the order ``after=`` gave them; ``JobNotFound`` for no such job."""
-    with short_transaction(models, engine) as session:
+def parents(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[ParentInfo]:
+    """The job's parents in the order ``after=`` gave them; ``JobNotFound`` for no such job.
+
+    ``bind``: see :func:`~venturi_sa.ops.transaction.reading`.
+    """
+    with reading(models, bind) as session:
         _known(models, session, job_id)
         return parent_rows(models, session, job_id)
 

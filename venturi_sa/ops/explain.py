@@ -1,7 +1,9 @@
 """Why isn't it running?  The concrete reasons, read from the database, for one job.
 
 :func:`explain` reads in one short read-only transaction (REPEATABLE READ,
-so every fact comes from one snapshot) and changes nothing.  Each reason is
+so every fact comes from one snapshot) and changes nothing; given the
+caller's ``Session`` or ``Connection`` it reads in that transaction instead,
+at its isolation level, and never commits it.  Each reason is
 a code plus a sentence: for a pending job any of ``waiting_on_parents``, ``scheduled``,
 ``backoff``, ``sleeping`` / ``waiting_for_signal`` (a durable sleep or wait,
 until when), ``paused`` (by the kind's own pause, a kind pattern or the
@@ -28,7 +30,7 @@ from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
-from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.ops.transaction import reading
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import explain as explain_store
@@ -36,6 +38,7 @@ from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
+from venturi_sa.storage.params import Runner
 from venturi_sa.storage.pauses import ALL_KINDS
 from venturi_sa.storage.steps import StepRecord
 from venturi_sa.task import Registry
@@ -82,14 +85,16 @@ class Explanation:
         return "\n".join([head, *(f"  - {r.text}" for r in self.reasons), *limit])
 
 
-def explain(models: Models, engine: sa.Engine, job_id: str,
+def explain(models: Models, bind: sa.Engine | Runner, job_id: str,
             activity_window: timedelta = ACTIVITY_WINDOW, registry: Registry | None = None) -> Explanation:
     """Why job ``job_id`` is not running (or what it is doing); ``JobNotFound`` if there is none.
 
     Its own time limit is read through the job view (``get_job``'s statement),
-    in the same snapshot as the facts.
+    in the same snapshot as the facts.  Given the caller's ``Session`` or
+    ``Connection`` it reads in that transaction, at its isolation level (see
+    :func:`~venturi_sa.ops.transaction.reading`).
     """
-    with short_transaction(models, engine, isolation="REPEATABLE READ") as session:
+    with reading(models, bind, isolation="REPEATABLE READ") as session:
         view = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         facts = (explain_store.explain_facts(models, session, job_id, activity_window=activity_window)
                  if view is not None else None)

@@ -3,9 +3,13 @@
 :class:`~venturi_sa.Queue` inherits :class:`Operations`.  Each operation
 takes a sync ``Engine`` and opens its own short transaction(s) on it (never
 the application's session): committed when it returns, rolled back on any
-error; :meth:`~Operations.cancel` also takes a ``Session`` and then joins the
-caller's transaction (never commits).  Each has an ``*_async`` twin taking an
-``AsyncEngine`` (``cancel_async`` also an ``AsyncSession``), made by
+error; :meth:`~Operations.cancel` and :meth:`~Operations.signal` also take a
+``Session`` and then join the caller's transaction (never commit), and the reads
+of one job (``get_job``, ``explain``, ``result``, ``steps``, ``signals``,
+``parents``) also take a ``Session`` or a ``Connection`` and then read in the
+caller's transaction, seeing its uncommitted writes (never committing, rolling
+back or closing it).  Each has an ``*_async`` twin taking an ``AsyncEngine`` (or
+the async form of the ``Session`` or ``Connection`` its sync method takes), made by
 :func:`~venturi_sa.ops.twins.async_twin` from the sync method itself, so its
 guarantees are the sync ones word for word.  A sync object passed to an async
 call, or the reverse, raises ``TypeError`` naming the call to use.
@@ -19,10 +23,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.errors import InvalidOption
 from venturi_sa.models import Models
 from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
 from venturi_sa.ops import archive as archiving
@@ -39,7 +44,7 @@ from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import UNSET, Count, LimitInfo, Rated
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
-from venturi_sa.ops.twins import async_twin, joins_session, nap, operation
+from venturi_sa.ops.twins import async_twin, joins_session, joins_transaction, nap, operation
 from venturi_sa.periodic import firing
 from venturi_sa.periodic import operations as schedules
 from venturi_sa.task import Registry
@@ -76,14 +81,18 @@ class Operations:
     # -- reading: one job, its journal, listings, counts ---------------------------------------
 
     @operation
-    def get_job(self, engine: Engine, job_id: str) -> JobView:
+    @joins_transaction
+    def get_job(self, bind: Session | Connection | Engine, job_id: str) -> JobView:
         """The job's current row with ``fired_by`` and ``timeout`` (a :class:`~venturi_sa.JobView`), one statement.
 
         ``fired_by`` is the schedule fire that inserted it (None: no schedule
         did), ``timeout`` its own time limit (None: its task's applies).
-        Read-only; ``JobNotFound`` if there is no such job.
+        Read-only; ``JobNotFound`` if there is no such job.  With a ``Session``
+        or ``Connection`` it reads in the caller's transaction (seeing its
+        uncommitted writes; never committed, rolled back or closed); with an
+        ``Engine``, in a short transaction of its own.
         """
-        return history.get_job(self.models, engine, job_id)
+        return history.get_job(self.models, bind, job_id)
 
     @operation
     def journal(self, engine: Engine, job_id: str) -> list[JournalInfo]:
@@ -91,7 +100,8 @@ class Operations:
         return history.journal(self.models, engine, job_id)
 
     @operation
-    def result(self, engine: Engine, job_id: str, *, wait: float | None = None) -> Any:
+    @joins_transaction
+    def result(self, bind: Session | Connection | Engine, job_id: str, *, wait: float | None = None) -> Any:
         """The completed job's result: what its handler returned (its last ``completed`` run's attachment).
 
         ``JobNotFound`` if there is no such job; ``JobNotCompleted`` (with
@@ -99,12 +109,20 @@ class Operations:
         job row (every 50 ms, short read-only transactions) until it completes
         and raises ``TimeoutError`` when the time runs out; a ``dead`` job
         raises ``JobNotCompleted`` at once.  ``result_async`` waits with
-        ``asyncio.sleep``, never blocking the event loop.
+        ``asyncio.sleep``, never blocking the event loop.  With a ``Session``
+        or ``Connection`` it reads once in the caller's transaction (never
+        committed); ``wait`` is then refused (``InvalidOption``): the job
+        completes in a worker's transaction, which one open transaction does
+        not see under REPEATABLE READ, and waiting would hold it open.
         """
         limit = history.check_wait(wait)
+        if limit is not None and not isinstance(bind, Engine):
+            raise InvalidOption(f"queue.result(wait=...) waits for a worker's commit, so it takes an Engine, "
+                                f"not a {type(bind).__name__}: a job completing after your transaction began "
+                                f"may never be seen inside it; read without wait, or wait on the engine")
         deadline = time.monotonic() + (limit or 0.0)
         while True:
-            state = history.result_state(self.models, engine, job_id)
+            state = history.result_state(self.models, bind, job_id)
             if history.settled(self.models, job_id, state, waiting=limit is not None):
                 return state[1]
             left = deadline - time.monotonic()
@@ -126,17 +144,22 @@ class Operations:
         return stats.stats(self.models, engine, self.registry)
 
     @operation
-    def explain(self, engine: Engine, job_id: str) -> Explanation:
-        """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`)."""
-        return with_policy_reasons(explain(self.models, engine, job_id, registry=self.registry),
+    @joins_transaction
+    def explain(self, bind: Session | Connection | Engine, job_id: str) -> Explanation:
+        """Why the job is not running, from the database (see :mod:`venturi_sa.ops.explain`).
+
+        With a ``Session`` or ``Connection``: in the caller's transaction, at its isolation level (never committed).
+        """
+        return with_policy_reasons(explain(self.models, bind, job_id, registry=self.registry),
                                    self.registry)  # debounce, throttle
 
     # -- retention ------------------------------------------------------------------------------
 
     @operation
-    def parents(self, engine: Engine, job_id: str) -> list[ParentInfo]:
-        """The job's parents (``after=``) in the order given, with status, result and last note."""
-        return workflow.parents(self.models, engine, job_id)
+    @joins_transaction
+    def parents(self, bind: Session | Connection | Engine, job_id: str) -> list[ParentInfo]:
+        """The job's parents (``after=``) in order, with status, result and last note (see :meth:`get_job`'s bind)."""
+        return workflow.parents(self.models, bind, job_id)
 
     @operation
     def dependents(self, engine: Engine, job_id: str) -> list[DependentInfo]:
@@ -282,9 +305,10 @@ class Operations:
         return durable.signal(self.models, bind, job_id, name, payload, self.max_payload_bytes, self.signal_caps)
 
     @operation
-    def steps(self, engine: Engine, job_id: str) -> list[durable.StepInfo]:
-        """The job's recorded steps, sleeps and waits (``ctx.step`` ...), with their timing; read-only."""
-        return durable.steps(self.models, engine, job_id)
+    @joins_transaction
+    def steps(self, bind: Session | Connection | Engine, job_id: str) -> list[durable.StepInfo]:
+        """The job's recorded steps, sleeps and waits (``ctx.step`` ...), timed; read-only (bind: :meth:`get_job`)."""
+        return durable.steps(self.models, bind, job_id)
 
     @operation
     def job_sections(self, engine: Engine, job_id: str, starts: Starts | None = None) -> JobSections:
@@ -293,9 +317,10 @@ class Operations:
         return sections.job_sections(self.models, engine, job_id, starts or Starts())
 
     @operation
-    def signals(self, engine: Engine, job_id: str) -> list[durable.SignalInfo]:
-        """The signals sent to the job, oldest first; read-only."""
-        return durable.signals(self.models, engine, job_id)
+    @joins_transaction
+    def signals(self, bind: Session | Connection | Engine, job_id: str) -> list[durable.SignalInfo]:
+        """The signals sent to the job, oldest first; read-only (a ``Session`` or ``Connection``: :meth:`get_job`)."""
+        return durable.signals(self.models, bind, job_id)
 
     @operation
     def list_schedules(self, engine: Engine) -> list[ScheduleInfo]:

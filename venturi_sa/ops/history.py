@@ -1,7 +1,9 @@
 """Reading a queue's history: one job, its journal timeline, its result, and keyset-paged listings.
 
 Every function opens one short read-only transaction on the engine (see
-:mod:`venturi_sa.ops.transaction`) and takes no locks, so it never waits on
+:mod:`venturi_sa.ops.transaction`; :func:`get_job` and :func:`result_state`
+given the caller's ``Session`` or ``Connection`` read in its transaction
+instead, never committing it) and takes no locks, so it never waits on
 a worker or blocks one.  What it returns is a snapshot: the rows may change
 as soon as the transaction ends.
 """
@@ -23,12 +25,13 @@ from venturi_sa.errors import InvalidOption, JobNotCompleted, JobNotFound
 from venturi_sa.models import Models
 from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
-from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.ops.transaction import reading, short_transaction
 from venturi_sa.states import STATUSES, Status
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.history import HistoryParams, JobParams
+from venturi_sa.storage.params import Runner
 from venturi_sa.storage.schedules import FireOfParams
 
 MAX_PAGE = 1000
@@ -40,10 +43,11 @@ def job_not_found(models: Models, job_id: str) -> JobNotFound:
     return JobNotFound(f"no job with id {job_id!r} in queue {models.prefix!r}")
 
 
-def get_job(models: Models, engine: sa.Engine, job_id: str) -> JobView:
+def get_job(models: Models, bind: sa.Engine | Runner, job_id: str) -> JobView:
     """The job's current row with ``fired_by`` (the schedule fire that inserted it) and ``timeout`` (its own
-    time limit), all read in one statement; raises ``JobNotFound`` if there is no such job."""
-    with short_transaction(models, engine) as session:
+    time limit), all read in one statement; raises ``JobNotFound`` if there is no such job.  ``bind``: see
+    :func:`~venturi_sa.ops.transaction.reading`."""
+    with reading(models, bind) as session:
         row = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
         row = row if row is not None else archived.fetch_job_view(models, session, job_id)
     if row is None:
@@ -95,9 +99,10 @@ def check_wait(wait: object) -> float | None:
     return float(wait)
 
 
-def result_state(models: Models, engine: sa.Engine, job_id: str) -> tuple[str, Any]:
-    """One read of ``(status, result)``; raises ``JobNotFound`` if there is no such job."""
-    with short_transaction(models, engine) as session:
+def result_state(models: Models, bind: sa.Engine | Runner, job_id: str) -> tuple[str, Any]:
+    """One read of ``(status, result)`` (``bind``: see :func:`~venturi_sa.ops.transaction.reading`);
+    raises ``JobNotFound`` if there is no such job."""
+    with reading(models, bind) as session:
         row = history_store.fetch_result(models, session, JobParams(job_id=job_id))
         row = row if row is not None else archived.fetch_result(models, session, job_id)
     if row is None:

@@ -7,7 +7,10 @@ wakes it.  That lock never holds back the lease renewal of a running job; it
 holds back the job's outcome write until the caller's transaction ends.  Given a ``Session`` it runs in the
 caller's transaction and never commits (the wake-up ``NOTIFY`` goes out on
 that commit; a rollback delivers nothing); given an ``Engine`` it is one
-short transaction of its own.
+short transaction of its own.  :func:`steps` and :func:`signals` read in a
+short transaction of their own on an ``Engine``, or in the caller's given its
+``Session`` or ``Connection`` (never committed there; see
+:func:`venturi_sa.ops.transaction.reading`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, InvalidTransition, SignalConflict, TooManySignals
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
-from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.ops.transaction import reading, short_transaction
 from venturi_sa.storage import archive_reads as archived
 from venturi_sa.storage import signals as signal_store
 from venturi_sa.storage import steps as step_store
@@ -181,12 +184,13 @@ def signal(models: Models, bind: sa.Engine | Session, job_id: str, name: str, pa
         return signal_in(models, session, job_id, name, payload, max_bytes, caps)
 
 
-def steps(models: Models, engine: sa.Engine, job_id: str) -> list[StepInfo]:
+def steps(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[StepInfo]:
     """The job's recorded steps, sleeps and waits in the order first reached (an archived job's too).
 
-    ``JobNotFound`` if the job is neither live nor archived.
+    ``JobNotFound`` if the job is neither live nor archived.  ``bind``: see
+    :func:`~venturi_sa.ops.transaction.reading`.
     """
-    with short_transaction(models, engine) as session:
+    with reading(models, bind) as session:
         records: Sequence[Any] = step_store.read(models, session, job_id)
         if not records and not step_store.job_exists(models, session, job_id):
             records = _archived(models, session, job_id, models.steps_table, ("started_at", "name"))
@@ -194,9 +198,12 @@ def steps(models: Models, engine: sa.Engine, job_id: str) -> list[StepInfo]:
             for r in records]
 
 
-def signals(models: Models, engine: sa.Engine, job_id: str) -> list[SignalInfo]:
-    """The signals sent to the job, oldest first (an archived job's too); ``JobNotFound`` if no such job."""
-    with short_transaction(models, engine) as session:
+def signals(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[SignalInfo]:
+    """The signals sent to the job, oldest first (an archived job's too); ``JobNotFound`` if no such job.
+
+    ``bind``: see :func:`~venturi_sa.ops.transaction.reading`.
+    """
+    with reading(models, bind) as session:
         records: Sequence[Any] = signal_store.read(models, session, job_id)
         if not records and not step_store.job_exists(models, session, job_id):
             records = _archived(models, session, job_id, models.signals_table, ("sent_at", "name"))

@@ -4,7 +4,9 @@ Each operation opens its own ``Session`` on the given ``Engine`` for as long
 as one read or one write takes, so it never holds locks while anything else
 runs.  On success the transaction commits; on any error it rolls back and
 nothing it did remains; if the process dies mid-way, PostgreSQL rolls the
-open transaction back when the connection drops.
+open transaction back when the connection drops.  The reads may be given the
+caller's ``Session`` or ``Connection`` instead (:func:`reading`): they then
+read in the caller's transaction and leave it as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from alembic_venturi.runner import fix_hint
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import Models
 from venturi_sa.storage.faults import is_undefined_table
+from venturi_sa.storage.params import Runner
 
 
 @contextmanager
@@ -36,7 +39,37 @@ def short_transaction(models: Models, engine: sa.Engine, isolation: str | None =
             yield session
     except sa.exc.ProgrammingError as exc:
         if is_undefined_table(exc):
-            raise SchemaNotMigrated(
-                f"queue {models.prefix!r} is not migrated (or is at an older version): "
-                f"{fix_hint(models.prefix)}") from exc
+            raise _not_migrated(models) from exc
         raise
+
+
+@contextmanager
+def reading(models: Models, bind: sa.Engine | Runner, isolation: str | None = None) -> Iterator[Runner]:
+    """Where a read runs: a :func:`short_transaction` on an ``Engine``, else the caller's own transaction.
+
+    A ``Session`` or ``Connection`` is used as it is: the read sees what the
+    caller's transaction wrote and not yet committed (a ``Session`` with
+    ``autoflush`` is flushed first, as an ORM query would), starts that
+    transaction if none is open (autobegin), and never commits, rolls back or
+    closes it: the caller's commit or rollback decides, as for anything else
+    it did.  ``isolation`` then does not apply: the read runs at the caller's
+    isolation level, each statement in the caller's snapshot.
+    """
+    if isinstance(bind, sa.Engine):
+        with short_transaction(models, bind, isolation) as session:
+            yield session
+        return
+    try:
+        if isinstance(bind, Session) and bind.autoflush:
+            bind.flush()
+        yield bind
+    except sa.exc.ProgrammingError as exc:
+        if is_undefined_table(exc):
+            raise _not_migrated(models) from exc
+        raise
+
+
+def _not_migrated(models: Models) -> SchemaNotMigrated:
+    """A missing table or column: the queue is not migrated, or is at an older version."""
+    return SchemaNotMigrated(f"queue {models.prefix!r} is not migrated (or is at an older version): "
+                             f"{fix_hint(models.prefix)}")

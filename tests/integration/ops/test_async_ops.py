@@ -109,7 +109,7 @@ def test_the_wrong_kind_of_bind_names_the_right_call(engine: sa.Engine, queue: Q
     with pytest.raises(TypeError, match=r"await queue\.requeue_async\(engine"):
         queue.requeue(async_engine, "x")  # type: ignore[arg-type]
     with Session(engine) as session, pytest.raises(TypeError, match=r"session\.get_bind\(\)"):
-        queue.get_job(session, "x")  # type: ignore[arg-type]
+        queue.journal(session, "x")  # type: ignore[arg-type]
     with engine.connect() as conn, pytest.raises(TypeError, match=r"connection\.engine"):
         queue.cleanup(conn, older_than=timedelta(days=1))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="async driver"):

@@ -123,12 +123,15 @@ def test_framework_objects_given_to_the_wrong_call_are_named(engine: sa.Engine, 
     db = FakeDb()
     with pytest.raises(TypeError, match=r"queue.enqueue\(\) takes a Session, got the FakeDb .*`db.session`"):
         queue.enqueue(db, Multiline())  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"queue.get_job\(\) takes an Engine, got scoped_session: .*`db.engine`"):
-        queue.get_job(db.session, "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"queue.journal\(\) takes an Engine, got scoped_session: .*`db.engine`"):
+        queue.journal(db.session, "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"queue.get_job\(\) takes an Engine, a Session or a Connection, got "
+                                        r"FakeDb: pass its session \(`db.session`\) or its engine"):
+        queue.get_job(db, "x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"queue.stats\(\) takes an Engine, got FakeDb: pass its engine"):
         queue.stats(db)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"takes a Session, not an Engine"):
         queue.enqueue(engine, Multiline())  # type: ignore[arg-type]
     with Session(engine) as session, pytest.raises(TypeError, match="session.get_bind"):
-        queue.result(session, "x")  # type: ignore[arg-type]
+        queue.history(session)  # type: ignore[arg-type]
     assert make_models(models.prefix) is models

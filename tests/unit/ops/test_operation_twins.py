@@ -44,8 +44,9 @@ def test_each_operation_has_a_twin_with_its_signature(name: str) -> None:
     for param in ours.parameters:
         mine, its = ours.parameters[param], theirs.parameters[param]
         if param == bind:
-            assert (mine.annotation, its.annotation) in {("Engine", "AsyncEngine"),
-                                                          ("Session | Engine", "AsyncSession | AsyncEngine")}
+            assert (mine.annotation, its.annotation) in {
+                ("Engine", "AsyncEngine"), ("Session | Engine", "AsyncSession | AsyncEngine"),
+                ("Session | Connection | Engine", "AsyncSession | AsyncConnection | AsyncEngine")}
             assert (mine.kind, mine.default) == (its.kind, its.default)
         else:
             assert mine == its, (name, param)
@@ -93,3 +94,38 @@ def test_keywords_reach_the_operation_by_name() -> None:
     queue = Queue(make_models("twin"))
     with pytest.raises(TypeError, match=r"queue.kill\(\) takes an Engine, got NoneType"):
         queue.kill(engine=None, job_id="j", actor="me")  # type: ignore[arg-type]
+
+
+READS = ("get_job", "explain", "result", "steps", "signals", "parents")
+
+
+def test_the_reads_of_one_job_join_a_session_or_a_connection() -> None:
+    joining = {name for name in OPERATIONS if marks(OPERATIONS[name]).joins_connection}
+    assert joining == set(READS)
+    assert {name for name in OPERATIONS if marks(OPERATIONS[name]).joins_session} == {*READS, "cancel", "signal"}
+
+
+@pytest.mark.parametrize("name", READS)
+def test_a_read_given_the_wrong_object_names_what_it_takes(name: str) -> None:
+    queue = Queue(make_models("twin"))
+    engine = sa.create_engine(URL)
+    with pytest.raises(TypeError, match=rf"queue.{name}\(\) takes an Engine, a Session or a Connection, got str"):
+        getattr(queue, name)("engine", "01HXXXXXXXXXXXXXXXXXXXXXXX")
+    with pytest.raises(TypeError, match=rf"queue.{name}_async\(\) takes an AsyncSession, got a sync Session: "
+                                        rf"use `queue.{name}\(session, ...\)`"):
+        asyncio.run(getattr(queue, f"{name}_async")(Session(engine), "01HXXXXXXXXXXXXXXXXXXXXXXX"))
+    with pytest.raises(TypeError, match=rf"queue.{name}_async\(\) takes an AsyncEngine, an AsyncSession or an "
+                                        rf"AsyncConnection, got int"):
+        asyncio.run(getattr(queue, f"{name}_async")(3, "01HXXXXXXXXXXXXXXXXXXXXXXX"))
+
+
+def test_an_async_connection_given_to_a_sync_read_names_the_twin() -> None:
+    pytest.importorskip("greenlet")
+    pytest.importorskip("asyncpg")
+    from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+    queue = Queue(make_models("twin"))
+    connection = AsyncConnection(create_async_engine(URL.replace("psycopg2", "asyncpg")))  # never connected
+    with pytest.raises(TypeError, match=r"queue.steps\(\) takes a sync Connection, got an AsyncConnection: "
+                                        r"use `await queue.steps_async\(connection, ...\)`"):
+        queue.steps(connection, "01HXXXXXXXXXXXXXXXXXXXXXXX")  # type: ignore[arg-type]
