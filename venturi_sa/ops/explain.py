@@ -38,6 +38,7 @@ from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
+from venturi_sa.storage.infinite_times import aware
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.pauses import ALL_KINDS
 from venturi_sa.storage.steps import StepRecord
@@ -100,8 +101,9 @@ def explain(models: Models, bind: sa.Engine | Runner, job_id: str,
                  if view is not None else None)
         waiting = workflow.waiting_text(models, session, job_id) if view is not None else None
         job_row = facts.job if facts is not None else None
-        held = (step_store.suspension(models, session, job_id) if job_row is not None and facts is not None
-                and job_row.status == Status.PENDING.value and job_row.visible_at > facts.now else None)
+        held = (step_store.suspension(models, session, job_id)
+                if job_row is not None and facts is not None and facts.now is not None
+                and job_row.status == Status.PENDING.value and aware(job_row.visible_at) > facts.now else None)
         limited = limit_reasons.held(models, session, registry, facts.job if facts is not None else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
             view = archived.fetch_job_view(models, session, job_id)
@@ -165,7 +167,7 @@ def _pending(facts: ExplainFacts, window: timedelta, held: StepRecord | None = N
     job = facts.job
     assert job is not None and facts.now is not None
     reasons = []
-    if job.visible_at > facts.now:
+    if aware(job.visible_at) > facts.now:
         last = facts.last_entry
         if held is not None:
             reasons.append(suspended_reason(held))

@@ -1,4 +1,4 @@
-"""``'infinity'`` timestamps read through psycopg 3: ``datetime.max`` (UTC), as psycopg2 and asyncpg read them.
+"""``'infinity'`` timestamps: ``datetime.max`` (UTC) through psycopg 3 as through psycopg2; asyncpg: :func:`aware`.
 
 A job waiting for its parents, or for a signal with no deadline, has
 ``visible_at = 'infinity'``.  psycopg 3's own ``timestamptz`` loaders raise
@@ -35,6 +35,18 @@ _BINARY_MAX = (2**63 - 1).to_bytes(8, "big", signed=True)
 _BINARY_MIN = (-(2**63)).to_bytes(8, "big", signed=True)
 _INSTALLED = "venturi_infinite_times"  # key in a pool entry's ``info``, which lives as long as its DBAPI connection
 _done: list[bool] = []
+
+
+def aware(value: datetime) -> datetime:
+    """``value``, with UTC if it is a naive ``datetime.max`` or ``datetime.min``.
+
+    asyncpg reads a ``timestamptz`` ``'infinity'`` as a naive ``datetime.max``,
+    which cannot be compared with an aware time; every other value is
+    returned as it is.
+    """
+    if value.tzinfo is None and value in (datetime.max, datetime.min):
+        return value.replace(tzinfo=timezone.utc)
+    return value
 
 
 def register() -> None:
