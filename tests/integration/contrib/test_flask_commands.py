@@ -77,6 +77,17 @@ def test_schedules_and_migrate_use_the_apps_prefix(app: Any, models: Any) -> Non
     assert f"queue {models.prefix!r}: already at" in out
 
 
+def test_jobs_retry_with_dependents_requeues_what_the_death_killed(app: Any, engine: sa.Engine,
+                                                                  models: Any) -> None:
+    queue = app.extensions["venturi"].queue
+    [parent] = enqueue(engine, queue, queue.registry.get("in_app")())
+    [child] = enqueue(engine, queue, queue.registry.get("in_app")(), after=[parent])
+    queue.kill(engine, parent)
+    assert "--with-dependents" in ok(flask_venturi(app, "jobs", "retry", "--help"))
+    ok(flask_venturi(app, "jobs", "retry", parent, "--with-dependents"))
+    assert [queue.get_job(engine, j).status for j in (parent, child)] == ["pending", "pending"]
+
+
 def test_errors_are_the_venturi_commands_one_line(app: Any) -> None:
     result = flask_venturi(app, "jobs", "show", "01J00000000000000000000000")
     assert result.exit_code == 1, result.output
