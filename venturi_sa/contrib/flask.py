@@ -12,8 +12,8 @@ Install with ``pip install 'venturi[flask]'``.  The extension
   queue's database (``stats``, ``jobs ...`` including ``jobs why``,
   ``schedules``, ``pause``/``resume``/``pauses``, ``web``, ``cleanup``,
   ``archive``, ``migrate``), which take the engine and the queue prefix from the app as
-  ``venturi <command> --app`` does; ``venturi worker myapp:app`` (or
-  ``myapp:create_app``) works too;
+  ``venturi <command> --app`` does (so they have no ``--app``, ``--dsn`` or
+  ``--prefix``); ``venturi worker myapp:app`` (or ``myapp:create_app``) works too;
 * serves the dashboard under a path of the app behind your own login
   (:meth:`Venturi.mount_dashboard`, with Flask-Login or anything that runs in
   a request context).
@@ -26,10 +26,12 @@ up to ``concurrency + 4`` connections of ``db.engine``'s pool: size it with
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 
@@ -195,8 +197,42 @@ def _register() -> None:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         run_worker(extension(app).worker_app(app), **options)
 
-    for name, command in _app_commands().items():
-        _forward(name, command)
+    commands.add_command(_without_app_given(worker))
+    forwarded = _app_commands()
+    from venturi_sa.cli import cli
+
+    in_app = copy.copy(cli)  # `venturi`, its queue commands without the options the app gives
+    in_app.commands = {**cli.commands, **{name: _without_app_given(c) for name, c in forwarded.items()}}
+    for name, command in forwarded.items():
+        _forward(name, command, in_app)
+
+
+# What the app gives a `flask venturi` command: the queue (and its prefix) and db.engine's database.
+APP_GIVEN = frozenset({"app", "dsn", "prefix"})
+
+
+def _without_app_given(command: click.Command) -> click.Command:
+    """A copy of ``command`` (and of its subcommands) whose ``--app``/``--dsn``/``--prefix`` are not in
+    ``--help``, read no ``VENTURI_*`` variable and refuse a typed value (a usage error)."""
+
+    def refuse_typed(inner: Any) -> Any:
+        def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+            if ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"flask venturi takes no {param.opts[0]}: the app gives the queue's "
+                                       "prefix and its database (db.engine)", ctx=ctx)
+            return inner(ctx, param, value) if inner is not None else value
+        return callback
+
+    trimmed = copy.copy(command)
+    trimmed.params = []
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name in APP_GIVEN:
+            param = copy.copy(param)
+            param.hidden, param.envvar, param.callback = True, None, refuse_typed(param.callback)
+        trimmed.params.append(param)
+    if isinstance(command, click.Group) and isinstance(trimmed, click.Group):
+        trimmed.commands = {name: _without_app_given(sub) for name, sub in command.commands.items()}
+    return trimmed
 
 
 # `venturi` commands with no use inside an app: its own worker (above), the throwaway quick start.
@@ -216,13 +252,15 @@ def _app_commands() -> dict[str, click.Command]:
             if name not in NOT_FORWARDED and on_a_database(command)}
 
 
-def _forward(name: str, command: click.Command) -> None:
+def _forward(name: str, command: click.Command, in_app: click.Group) -> None:
     """``flask venturi NAME ...``: ``venturi NAME ...`` run as with ``--app`` naming this Flask app.
 
-    The venturi command itself parses the arguments (``--help`` shows its
-    help), takes the queue's prefix and ``db.engine``'s database from the
-    app unless ``--prefix``/``--dsn`` are given, and fails as it does: one
-    ``venturi: error:`` line, exit status 1 (2 for usage mistakes).
+    ``in_app``'s copy of the venturi command parses the arguments
+    (``--help`` shows its help, without ``--app``/``--dsn``/``--prefix``),
+    takes the queue's prefix and ``db.engine``'s database from the app
+    (never from ``VENTURI_DSN``/``VENTURI_PREFIX``), and fails as the venturi
+    command does: one ``venturi: error:`` line, exit status 1 (2 for usage
+    mistakes).
     """
 
     @commands.command(name, help=f"{command.get_short_help_str(80)} (`venturi {name}` on the app's queue)",
@@ -231,14 +269,13 @@ def _forward(name: str, command: click.Command) -> None:
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     @with_appcontext
     def forwarded(args: tuple[str, ...]) -> None:
-        from venturi_sa.cli import cli
         from venturi_sa.cli.options import APP_META
 
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         worker_app = extension(app).worker_app(app)
-        with cli.make_context("flask venturi", [name, *args]) as ctx:
+        with in_app.make_context("flask venturi", [name, *args]) as ctx:
             ctx.meta[APP_META] = worker_app  # what `venturi --app` sets: the prefix, the engine's URL, the tasks
-            cli.invoke(ctx)
+            in_app.invoke(ctx)
 
 
 _register()

@@ -52,6 +52,30 @@ def test_help_is_the_venturi_commands_own(app: Any) -> None:
     assert "why" in ok(flask_venturi(app, "jobs", "--help"))
 
 
+@pytest.mark.parametrize("command", [("worker",), ("stats",), ("jobs", "retry"), ("schedules", "run"), ("web",),
+                                     ("migrate",), ("limits", "set")])
+def test_help_leaves_out_the_options_the_app_gives(app: Any, command: tuple[str, ...]) -> None:
+    out = ok(flask_venturi(app, *command, "--help"))
+    options = ("--app APP", "--dsn URL", "--prefix TEXT")
+    for option in (*options, "VENTURI_DSN", "VENTURI_PREFIX"):
+        assert option not in out, (command, option)
+    if command != ("worker",):  # the bare `venturi` command keeps them
+        from support.cli import invoke
+
+        bare = invoke(*command, "--help").output
+        assert all(option in bare for option in options), bare
+
+
+def test_the_options_the_app_gives_are_refused_and_their_variables_ignored(app: Any, models: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for typed in (["--dsn", "postgresql://elsewhere/db"], ["--prefix", "other"], ["--app", "x:app"]):
+        result = flask_venturi(app, "stats", *typed)
+        assert result.exit_code == 2 and f"flask venturi takes no {typed[0]}" in result.output, result.output
+    monkeypatch.setenv("VENTURI_PREFIX", "other")
+    monkeypatch.setenv("VENTURI_DSN", "postgresql://nobody@127.0.0.1:1/nowhere")
+    assert f"queue {models.prefix!r}: already at" in ok(flask_venturi(app, "migrate"))
+
+
 def test_pause_and_resume_act_on_the_apps_queue(app: Any, engine: sa.Engine, models: Any) -> None:
     ok(flask_venturi(app, "pause", "in_app", "--reason", "deploy"))
     with engine.connect() as conn:
