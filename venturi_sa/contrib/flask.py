@@ -18,6 +18,9 @@ Install with ``pip install 'venturi[flask]'``.  The extension
   (:meth:`Venturi.mount_dashboard`, with Flask-Login or anything that runs in
   a request context).
 
+:func:`register_error_handlers` answers venturi's refusals (``SignalConflict``,
+``InvalidTransition``, ...) with 409/404 instead of 500.
+
 Handlers write through ``ctx.session`` (a Session on ``db.engine`` whose
 transaction commits with the outcome), not ``db.session``.  A worker holds
 up to ``concurrency + 4`` connections of ``db.engine``'s pool: size it with
@@ -134,6 +137,22 @@ class Venturi:
     def worker(self, app: Flask, **options: Any) -> Any:
         """A :class:`~venturi_sa.Worker` for ``app`` (e.g. to run in a thread, or in tests)."""
         return self.worker_app(app).worker(**options)
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Answer the venturi errors of :data:`~venturi_sa.contrib.http_errors.STATUS_CODES` raised in ``app``'s views
+    with their status (409: ``SignalConflict``, ``TooManySignals``, ``InvalidTransition``; 404: ``JobNotFound``)
+    and a JSON body ``{"error": ..., "detail": ...}``, instead of 500.
+
+    A handler the app registers later for one of these classes replaces this one.
+    """
+    from venturi_sa.contrib.http_errors import STATUS_CODES, body, status_code
+
+    def handle(exc: Exception) -> Any:
+        return body(exc), status_code(exc) or 500
+
+    for cls in STATUS_CODES:
+        app.register_error_handler(cls, handle)
 
 
 Guard = Callable[[], Any]
