@@ -3,7 +3,8 @@
 Install with ``pip install 'venturi[flask]'``.  The extension
 
 * enqueues in the request's own transaction: ``venturi.enqueue(task)`` adds
-  the job to ``db.session`` (commit publishes it, rollback discards it);
+  the job to ``db.session`` (commit publishes it, rollback discards it, and a
+  request that raises is rolled back at its teardown);
 * gives workers the application's engine (``db.engine``: the database URL is
   configured once, in ``SQLALCHEMY_DATABASE_URI``) and runs every job, and
   every outcome hook, inside ``app.app_context()`` (``around_run``);
@@ -71,6 +72,18 @@ class Venturi:
             raise TypeError("Venturi needs db= (a flask_sqlalchemy.SQLAlchemy) and queue= (a venturi_sa.Queue)")
         app.extensions[EXTENSION] = self
         app.cli.add_command(commands)
+        app.teardown_request(self._rollback_after_error)
+
+    def _rollback_after_error(self, exc: BaseException | None) -> None:
+        """``teardown_request``: a request that ended in an unhandled exception leaves nothing it enqueued.
+
+        Flask-SQLAlchemy closes ``db.session`` when the app context ends, which
+        an app context held across requests (a test's ``with app.app_context()``)
+        postpones: without this rollback the next request's commit would
+        publish the failed request's jobs and rows.
+        """
+        if exc is not None:
+            self.db.session.rollback()
 
     # -- the web side ------------------------------------------------------------------------
     def enqueue(self, task: Task, **options: Any) -> JobBase:
@@ -142,13 +155,17 @@ class Venturi:
 def register_error_handlers(app: Flask) -> None:
     """Answer the venturi errors of :data:`~venturi_sa.contrib.http_errors.STATUS_CODES` raised in ``app``'s views
     with their status (409: ``SignalConflict``, ``TooManySignals``, ``InvalidTransition``; 404: ``JobNotFound``)
-    and a JSON body ``{"error": ..., "detail": ...}``, instead of 500.
+    and a JSON body ``{"error": ..., "detail": ...}``, instead of 500; with the extension on ``app``,
+    ``db.session`` is rolled back first (what the view wrote before the refusal is not committed).
 
     A handler the app registers later for one of these classes replaces this one.
     """
     from venturi_sa.contrib.http_errors import STATUS_CODES, body, status_code
 
     def handle(exc: Exception) -> Any:
+        ext = app.extensions.get(EXTENSION)
+        if isinstance(ext, Venturi):  # an answered error is no exception at teardown: roll back here
+            ext.db.session.rollback()
         return body(exc), status_code(exc) or 500
 
     for cls in STATUS_CODES:

@@ -47,8 +47,18 @@ def test_flask_error_handlers_answer_409_and_404(pg_url: str, models: Any, engin
     app.config["SQLALCHEMY_DATABASE_URI"] = pg_url
     db = SQLAlchemy(app)
     queue = Queue(models, [Approval])
-    Venturi(app, db, queue)
+    venturi = Venturi(app, db, queue)
     register_error_handlers(app)
+
+    @app.post("/jobs/<job_id>/follow-up")
+    def follow_up(job_id: str) -> Any:  # enqueues, then is refused: the answered error rolls db.session back
+        venturi.enqueue(Approval())
+        return {"result": queue.signal(db.engine, job_id, "approved", {"by": "carl"}).result}
+
+    @app.post("/commit")
+    def commit() -> Any:
+        db.session.commit()
+        return {}
 
     @app.post("/jobs/<job_id>/signals/<name>")
     def signal(job_id: str, name: str) -> Any:
@@ -65,6 +75,11 @@ def test_flask_error_handlers_answer_409_and_404(pg_url: str, models: Any, engin
     [job_id] = enqueue(engine, queue, Approval())
     client = app.test_client()
     check_answers(_Flask(client), job_id)
+    with app.app_context():  # held across the requests: Flask-SQLAlchemy's own teardown waits
+        assert client.post(f"/jobs/{job_id}/follow-up").status_code == 409
+        assert client.post("/commit").status_code == 200
+    with engine.connect() as conn:
+        assert conn.scalars(sa.select(models.jobs_table.c.id)).all() == [job_id]
     with app.app_context():
         db.engine.dispose()
 
