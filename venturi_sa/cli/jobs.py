@@ -172,12 +172,12 @@ def show(dsn: str | None, prefix: str, as_json: bool, limit: int, journal_from: 
 
 
 def _admin(action: str, dsn: str | None, prefix: str, as_json: bool, job_id: str, note: str | None,
-           actor: str = "operator") -> None:
+           actor: str = "operator", **options: Any) -> None:
     queue = bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         before = queue.get_job(engine, job_id).status
         act: Callable[..., JobInfo] = getattr(queue, action)
-        job = act(engine, job_id, note=note, actor=actor)
+        job = act(engine, job_id, note=note, actor=actor, **options)
     if as_json:
         emit_json(job.as_dict())
     else:
@@ -191,10 +191,14 @@ note_option = click.option("--note", "-m", help="Why (recorded in the job's jour
 @queue_options
 @note_option
 @actor_option
+@click.option("--with-dependents", is_flag=True,
+              help="Also requeue the dependents its death killed (and theirs), to wait for it again.")
 @click.argument("job_id", metavar="ID")
-def retry(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, job_id: str) -> None:
-    """Requeue a dead job: back to pending, eligible now, failure count reset."""
-    _admin("requeue", dsn, prefix, as_json, job_id, note, actor)
+def retry(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor: str, with_dependents: bool,
+          job_id: str) -> None:
+    """Requeue a dead job: back to pending, eligible now, failure count reset (with --with-dependents, the
+    dependents its death killed too, in the same transaction)."""
+    _admin("requeue", dsn, prefix, as_json, job_id, note, actor, with_dependents=with_dependents)
 
 
 @jobs.command("kill")

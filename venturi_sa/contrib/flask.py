@@ -3,7 +3,8 @@
 Install with ``pip install 'venturi[flask]'``.  The extension
 
 * enqueues in the request's own transaction: ``venturi.enqueue(task)`` adds
-  the job to ``db.session`` (commit publishes it, rollback discards it);
+  the job to ``db.session`` (commit publishes it, rollback discards it, and a
+  request that raises is rolled back at its teardown);
 * gives workers the application's engine (``db.engine``: the database URL is
   configured once, in ``SQLALCHEMY_DATABASE_URI``) and runs every job, and
   every outcome hook, inside ``app.app_context()`` (``around_run``);
@@ -12,11 +13,14 @@ Install with ``pip install 'venturi[flask]'``.  The extension
   queue's database (``stats``, ``jobs ...`` including ``jobs why``,
   ``schedules``, ``pause``/``resume``/``pauses``, ``web``, ``cleanup``,
   ``archive``, ``migrate``), which take the engine and the queue prefix from the app as
-  ``venturi <command> --app`` does; ``venturi worker myapp:app`` (or
-  ``myapp:create_app``) works too;
+  ``venturi <command> --app`` does (so they have no ``--app``, ``--dsn`` or
+  ``--prefix``); ``venturi worker myapp:app`` (or ``myapp:create_app``) works too;
 * serves the dashboard under a path of the app behind your own login
   (:meth:`Venturi.mount_dashboard`, with Flask-Login or anything that runs in
   a request context).
+
+:func:`register_error_handlers` answers venturi's refusals (``SignalConflict``,
+``InvalidTransition``, ...) with 409/404 instead of 500.
 
 Handlers write through ``ctx.session`` (a Session on ``db.engine`` whose
 transaction commits with the outcome), not ``db.session``.  A worker holds
@@ -26,10 +30,12 @@ up to ``concurrency + 4`` connections of ``db.engine``'s pool: size it with
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 
@@ -66,6 +72,18 @@ class Venturi:
             raise TypeError("Venturi needs db= (a flask_sqlalchemy.SQLAlchemy) and queue= (a venturi_sa.Queue)")
         app.extensions[EXTENSION] = self
         app.cli.add_command(commands)
+        app.teardown_request(self._rollback_after_error)
+
+    def _rollback_after_error(self, exc: BaseException | None) -> None:
+        """``teardown_request``: a request that ended in an unhandled exception leaves nothing it enqueued.
+
+        Flask-SQLAlchemy closes ``db.session`` when the app context ends, which
+        an app context held across requests (a test's ``with app.app_context()``)
+        postpones: without this rollback the next request's commit would
+        publish the failed request's jobs and rows.
+        """
+        if exc is not None:
+            self.db.session.rollback()
 
     # -- the web side ------------------------------------------------------------------------
     def enqueue(self, task: Task, **options: Any) -> JobBase:
@@ -134,6 +152,26 @@ class Venturi:
         return self.worker_app(app).worker(**options)
 
 
+def register_error_handlers(app: Flask) -> None:
+    """Answer the venturi errors of :data:`~venturi_sa.contrib.http_errors.STATUS_CODES` raised in ``app``'s views
+    with their status (409: ``SignalConflict``, ``TooManySignals``, ``InvalidTransition``; 404: ``JobNotFound``)
+    and a JSON body ``{"error": ..., "detail": ...}``, instead of 500; with the extension on ``app``,
+    ``db.session`` is rolled back first (what the view wrote before the refusal is not committed).
+
+    A handler the app registers later for one of these classes replaces this one.
+    """
+    from venturi_sa.contrib.http_errors import STATUS_CODES, body, status_code
+
+    def handle(exc: Exception) -> Any:
+        ext = app.extensions.get(EXTENSION)
+        if isinstance(ext, Venturi):  # an answered error is no exception at teardown: roll back here
+            ext.db.session.rollback()
+        return body(exc), status_code(exc) or 500
+
+    for cls in STATUS_CODES:
+        app.register_error_handler(cls, handle)
+
+
 Guard = Callable[[], Any]
 """``guard() -> True | response``, run in a Flask request context before each dashboard request."""
 
@@ -195,8 +233,42 @@ def _register() -> None:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         run_worker(extension(app).worker_app(app), **options)
 
-    for name, command in _app_commands().items():
-        _forward(name, command)
+    commands.add_command(_without_app_given(worker))
+    forwarded = _app_commands()
+    from venturi_sa.cli import cli
+
+    in_app = copy.copy(cli)  # `venturi`, its queue commands without the options the app gives
+    in_app.commands = {**cli.commands, **{name: _without_app_given(c) for name, c in forwarded.items()}}
+    for name, command in forwarded.items():
+        _forward(name, command, in_app)
+
+
+# What the app gives a `flask venturi` command: the queue (and its prefix) and db.engine's database.
+APP_GIVEN = frozenset({"app", "dsn", "prefix"})
+
+
+def _without_app_given(command: click.Command) -> click.Command:
+    """A copy of ``command`` (and of its subcommands) whose ``--app``/``--dsn``/``--prefix`` are not in
+    ``--help``, read no ``VENTURI_*`` variable and refuse a typed value (a usage error)."""
+
+    def refuse_typed(inner: Any) -> Any:
+        def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+            if ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"flask venturi takes no {param.opts[0]}: the app gives the queue's "
+                                       "prefix and its database (db.engine)", ctx=ctx)
+            return inner(ctx, param, value) if inner is not None else value
+        return callback
+
+    trimmed = copy.copy(command)
+    trimmed.params = []
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name in APP_GIVEN:
+            param = copy.copy(param)
+            param.hidden, param.envvar, param.callback = True, None, refuse_typed(param.callback)
+        trimmed.params.append(param)
+    if isinstance(command, click.Group) and isinstance(trimmed, click.Group):
+        trimmed.commands = {name: _without_app_given(sub) for name, sub in command.commands.items()}
+    return trimmed
 
 
 # `venturi` commands with no use inside an app: its own worker (above), the throwaway quick start.
@@ -216,13 +288,15 @@ def _app_commands() -> dict[str, click.Command]:
             if name not in NOT_FORWARDED and on_a_database(command)}
 
 
-def _forward(name: str, command: click.Command) -> None:
+def _forward(name: str, command: click.Command, in_app: click.Group) -> None:
     """``flask venturi NAME ...``: ``venturi NAME ...`` run as with ``--app`` naming this Flask app.
 
-    The venturi command itself parses the arguments (``--help`` shows its
-    help), takes the queue's prefix and ``db.engine``'s database from the
-    app unless ``--prefix``/``--dsn`` are given, and fails as it does: one
-    ``venturi: error:`` line, exit status 1 (2 for usage mistakes).
+    ``in_app``'s copy of the venturi command parses the arguments
+    (``--help`` shows its help, without ``--app``/``--dsn``/``--prefix``),
+    takes the queue's prefix and ``db.engine``'s database from the app
+    (never from ``VENTURI_DSN``/``VENTURI_PREFIX``), and fails as the venturi
+    command does: one ``venturi: error:`` line, exit status 1 (2 for usage
+    mistakes).
     """
 
     @commands.command(name, help=f"{command.get_short_help_str(80)} (`venturi {name}` on the app's queue)",
@@ -231,14 +305,13 @@ def _forward(name: str, command: click.Command) -> None:
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     @with_appcontext
     def forwarded(args: tuple[str, ...]) -> None:
-        from venturi_sa.cli import cli
         from venturi_sa.cli.options import APP_META
 
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         worker_app = extension(app).worker_app(app)
-        with cli.make_context("flask venturi", [name, *args]) as ctx:
+        with in_app.make_context("flask venturi", [name, *args]) as ctx:
             ctx.meta[APP_META] = worker_app  # what `venturi --app` sets: the prefix, the engine's URL, the tasks
-            cli.invoke(ctx)
+            in_app.invoke(ctx)
 
 
 _register()

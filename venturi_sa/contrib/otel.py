@@ -19,6 +19,12 @@ After ``instrument(queue)``:
   the outcome; the run's journal attachment then gets ``trace_id`` (the run
   span's, 32 hex digits) unless the run completed: a completed run's
   attachment is the job's result and stays exactly what the handler returned.
+* a run that suspends (``ctx.sleep``, ``ctx.sleep_until``, ``ctx.wait_for``)
+  is not an error: its span's status stays unset, it gets a
+  ``venturi.suspended`` event and the attributes ``venturi.job.suspended``
+  (``"sleep"`` or ``"wait"``), ``venturi.job.suspended.name`` and, unless a
+  wait has no timeout, ``venturi.job.suspended.until`` (ISO 8601), and its
+  outcome is ``paused``; the run that resumes the job is a span of its own.
 
 Every runner of the queue (``venturi worker``, ``Worker``, ``WorkerApp``,
 ``drain``) runs the queue's hooks: call ``instrument`` once, where the queue
@@ -42,6 +48,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider, format_trace_id
 
+from venturi_sa.errors import Suspended
 from venturi_sa.states import Outcome
 from venturi_sa.storage import traces
 from venturi_sa.storage.params import FinishParams, Runner
@@ -137,6 +144,13 @@ class _Tracing:
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield
+        except Suspended as exc:
+            if exc is not ctx.suspension:  # not the run's own (a handler raised one): a failure
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, f"Suspended: {exc}"[:200]))
+            else:
+                _suspended(span, exc)
+            raise
         except BaseException as exc:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200]))
@@ -185,6 +199,15 @@ class _Tracing:
                 run.span.set_status(Status(StatusCode.ERROR, params.note[:200] if params.note else None))
             run.end()
         return _with_trace_id(params, run.trace_id)
+
+
+def _suspended(span: Span, exc: Suspended) -> None:
+    """Mark ``span`` as a run that suspended (status left unset): attributes and a ``venturi.suspended`` event."""
+    attributes: dict[str, Any] = {"venturi.job.suspended": exc.what, "venturi.job.suspended.name": exc.name}
+    if exc.until is not None:
+        attributes["venturi.job.suspended.until"] = exc.until.isoformat()
+    span.set_attributes(attributes)
+    span.add_event("venturi.suspended", {**attributes, "venturi.note": exc.note})
 
 
 def _with_trace_id(params: FinishParams, trace_id: str) -> FinishParams | None:

@@ -52,3 +52,16 @@ def test_cancel_with_dependents_of_an_ended_job_cancels_its_released_dependents(
     text = ok(run("jobs", "cancel", *db, a, "--with-dependents")).stdout
     assert f"job {a} (step): already dead; its dependents not yet ended were cancelled" in text
     assert job_row(engine, models, b).status == "dead"
+
+
+def test_retry_with_dependents_requeues_what_the_death_killed(pg_url: str, prefix: str, models: Any,
+                                                              engine: sa.Engine) -> None:
+    db = ["--dsn", plain_url(pg_url), "--prefix", prefix]
+    queue = Queue(models, [Step])
+    [a] = enqueue(engine, queue, Step())
+    [b] = enqueue(engine, queue, Step(), after=[a])
+    queue.kill(engine, a)
+    assert job_row(engine, models, b).status == "dead"
+    ok(run("jobs", "retry", *db, a, "--with-dependents", "-m", "fixed"))
+    assert [job_row(engine, models, j).status for j in (a, b)] == ["pending", "pending"]
+    assert "waiting for 1 of 1 parents" in ok(run("jobs", "why", *db, b)).stdout

@@ -52,6 +52,30 @@ def test_help_is_the_venturi_commands_own(app: Any) -> None:
     assert "why" in ok(flask_venturi(app, "jobs", "--help"))
 
 
+@pytest.mark.parametrize("command", [("worker",), ("stats",), ("jobs", "retry"), ("schedules", "run"), ("web",),
+                                     ("migrate",), ("limits", "set")])
+def test_help_leaves_out_the_options_the_app_gives(app: Any, command: tuple[str, ...]) -> None:
+    out = ok(flask_venturi(app, *command, "--help"))
+    options = ("--app APP", "--dsn URL", "--prefix TEXT")
+    for option in (*options, "VENTURI_DSN", "VENTURI_PREFIX"):
+        assert option not in out, (command, option)
+    if command != ("worker",):  # the bare `venturi` command keeps them
+        from support.cli import invoke
+
+        bare = invoke(*command, "--help").output
+        assert all(option in bare for option in options), bare
+
+
+def test_the_options_the_app_gives_are_refused_and_their_variables_ignored(app: Any, models: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for typed in (["--dsn", "postgresql://elsewhere/db"], ["--prefix", "other"], ["--app", "x:app"]):
+        result = flask_venturi(app, "stats", *typed)
+        assert result.exit_code == 2 and f"flask venturi takes no {typed[0]}" in result.output, result.output
+    monkeypatch.setenv("VENTURI_PREFIX", "other")
+    monkeypatch.setenv("VENTURI_DSN", "postgresql://nobody@127.0.0.1:1/nowhere")
+    assert f"queue {models.prefix!r}: already at" in ok(flask_venturi(app, "migrate"))
+
+
 def test_pause_and_resume_act_on_the_apps_queue(app: Any, engine: sa.Engine, models: Any) -> None:
     ok(flask_venturi(app, "pause", "in_app", "--reason", "deploy"))
     with engine.connect() as conn:
@@ -75,6 +99,17 @@ def test_schedules_and_migrate_use_the_apps_prefix(app: Any, models: Any) -> Non
     assert json.loads(ok(flask_venturi(app, "schedules", "--json"))) == []
     out = ok(flask_venturi(app, "migrate"))
     assert f"queue {models.prefix!r}: already at" in out
+
+
+def test_jobs_retry_with_dependents_requeues_what_the_death_killed(app: Any, engine: sa.Engine,
+                                                                  models: Any) -> None:
+    queue = app.extensions["venturi"].queue
+    [parent] = enqueue(engine, queue, queue.registry.get("in_app")())
+    [child] = enqueue(engine, queue, queue.registry.get("in_app")(), after=[parent])
+    queue.kill(engine, parent)
+    assert "--with-dependents" in ok(flask_venturi(app, "jobs", "retry", "--help"))
+    ok(flask_venturi(app, "jobs", "retry", parent, "--with-dependents"))
+    assert [queue.get_job(engine, j).status for j in (parent, child)] == ["pending", "pending"]
 
 
 def test_errors_are_the_venturi_commands_one_line(app: Any) -> None:

@@ -59,3 +59,51 @@ def test_the_extension_refuses_what_is_not_a_queue(flask_module: Any) -> None:
 
     with pytest.raises(TypeError, match="takes a venturi_sa.Queue"):
         Venturi(db=object(), queue="jobs")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["request_context", "app_context_held"])
+def test_a_request_that_raises_after_an_enqueue_leaves_nothing(pg_url: str, models: Any, engine: sa.Engine,
+                                                                held: bool) -> None:
+    """The extension rolls ``db.session`` back when a request ends in an exception, also when an app context
+    outlives the request (a test's ``with app.app_context()``, where Flask-SQLAlchemy's teardown waits)."""
+    from contextlib import nullcontext
+
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+
+    from venturi_sa import JobContext, Queue, Task
+    from venturi_sa.contrib.flask import Venturi
+
+    class Mail(Task):
+        KIND = "mail"
+
+        def run(self, ctx: JobContext) -> None:
+            pass
+
+    app = Flask("rollback")
+    app.config["SQLALCHEMY_DATABASE_URI"] = pg_url
+    db = SQLAlchemy(app)
+    queue = Queue(models, [Mail])
+    venturi = Venturi(app, db, queue)
+
+    @app.post("/fails")
+    def fails() -> Any:
+        venturi.enqueue(Mail())
+        raise RuntimeError("after the enqueue")
+
+    @app.post("/works")
+    def works() -> Any:
+        job = venturi.enqueue(Mail())
+        db.session.commit()
+        return {"job": job.id}
+
+    client = app.test_client()
+    with app.app_context() if held else nullcontext():
+        assert client.post("/fails").status_code == 500
+        answer = client.post("/works")
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+    with engine.connect() as conn:
+        ids = conn.scalars(sa.select(models.jobs_table.c.id)).all()
+    assert ids == [answer.get_json()["job"]]  # the failed request's job is not there
+    with app.app_context():
+        db.engine.dispose()

@@ -59,6 +59,20 @@ class Broken(Task):
         raise ValueError("boom")
 
 
+class Sleeper(Task):
+    KIND = "otel.sleeper"
+
+    def run(self, ctx: JobContext) -> Any:
+        ctx.sleep(timedelta(hours=1), name="nap")
+
+
+class Waiter(Task):
+    KIND = "otel.waiter"
+
+    def run(self, ctx: JobContext) -> Any:
+        return ctx.wait_for("approved")
+
+
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
@@ -75,7 +89,7 @@ def provider(exporter: InMemorySpanExporter) -> TracerProvider:
 def traced(models: Any, provider: TracerProvider, monkeypatch: pytest.MonkeyPatch) -> Queue:
     """An instrumented queue; the handlers' tracer is on the same provider."""
     monkeypatch.setitem(APP, "tracer", provider.get_tracer("app"))
-    queue = Queue(models, [Sync, Async, Flaky, Broken])
+    queue = Queue(models, [Sync, Async, Flaky, Broken, Sleeper, Waiter])
     instrument(queue, tracer_provider=provider)
     return queue
 
@@ -206,6 +220,27 @@ def test_a_raising_handler_marks_its_run_span(
     assert run.status.status_code is trace.StatusCode.ERROR
     assert [e.name for e in run.events] == ["exception"]
     assert run.events[0].attributes is not None and run.events[0].attributes["exception.type"] == "ValueError"
+
+
+@pytest.mark.parametrize(("task", "what", "name"), [(Sleeper(), "sleep", "nap"), (Waiter(), "wait", "approved")],
+                         ids=["sleep", "wait_for"])
+def test_a_suspended_run_is_traced_as_suspended_not_as_an_error(
+        engine: sa.Engine, traced: Queue, exporter: InMemorySpanExporter, task: Task, what: str, name: str) -> None:
+    [job_id] = enqueue(engine, traced, task)
+    run_all(traced, engine)
+    [run] = spans(exporter, f"run {task.KIND}")
+    assert run.status.status_code is trace.StatusCode.UNSET
+    assert [e.name for e in run.events] == ["venturi.suspended"]
+    attributes = dict(run.attributes or {})
+    assert attributes["venturi.job.outcome"] == "paused"
+    assert (attributes["venturi.job.suspended"], attributes["venturi.job.suspended.name"]) == (what, name)
+    [paused] = journal(engine, traced.models, job_id)
+    assert paused.outcome == "paused"
+    if what == "sleep":  # the wake time; a wait without a timeout has none
+        job = traced.get_job(engine, job_id)
+        assert attributes["venturi.job.suspended.until"] == job.visible_at.isoformat()
+    else:
+        assert "venturi.job.suspended.until" not in attributes
 
 
 # -- what needs the pipeline: outcome reported to hooks, the queue's hooks run by every runner ----------
