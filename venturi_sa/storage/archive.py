@@ -145,7 +145,7 @@ def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD,
 
 _MOVE = """
 WITH candidates AS MATERIALIZED (
-    SELECT j.id FROM {jobs} AS j
+    SELECT j.id, j.finished_at FROM {jobs} AS j
     WHERE j.status IN ('completed', 'dead') AND j.finished_at < now() - CAST(:after AS interval)
       AND j.finished_at >= CAST(:floor AS timestamptz)
       AND NOT EXISTS (SELECT 1 FROM {on_dead} AS o WHERE o.job_id = j.id)
@@ -175,9 +175,9 @@ WITH candidates AS MATERIALIZED (
             FROM {signals} AS x WHERE x.job_id = g.id),
            (SELECT k.key FROM {limit_keys} AS k WHERE k.job_id = g.id)
     FROM gone AS g
-    RETURNING finished_at
+    RETURNING id
 )
-SELECT count(*), max(finished_at) FROM moved
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM candidates), (SELECT max(finished_at) FROM candidates)
 """
 
 
@@ -250,19 +250,30 @@ def move_statement(models: Models) -> sa.TextClause:
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 
 
-def move_batch(models: Models, runner: Runner, params: MoveParams) -> tuple[int, datetime | None]:
-    """Move one batch in ``runner``'s transaction; returns how many jobs moved and their newest ``finished_at``.
+@dataclass(frozen=True)
+class Moved:
+    """What one :func:`move_batch` did: ``moved`` jobs of the ``picked`` ones (a dependent waiting for its
+    ended parent to move is picked and stays), and the newest ``finished_at`` picked (None: none)."""
+
+    moved: int
+    picked: int
+    newest: datetime | None
+
+
+def move_batch(models: Models, runner: Runner, params: MoveParams) -> Moved:
+    """Move one batch in ``runner``'s transaction (see :class:`Moved`).
 
     The caller commits.  Fails (moving nothing) if today's partition is
     missing: call :func:`ensure_partitions` first, in a transaction of its own.
-    A batch deletes the index entries it scanned over; pass its newest
+    A batch walks the index entries of the jobs it picked; pass its newest
     ``finished_at`` as the next batch's ``floor`` so that the next scan does
-    not walk them again (until vacuum removes them, each batch would).
+    not walk them again (until vacuum removes the deleted ones, each batch
+    would).  A batch that picked fewer than ``batch_size`` was the last.
     """
     floor = params.floor or datetime(1, 1, 1, tzinfo=timezone.utc)
     row = runner.execute(move_statement(models),
                          {"after": params.after, "batch_size": params.batch_size, "floor": floor}).one()
-    return int(row[0]), row[1]
+    return Moved(int(row[0]), int(row[1]), row[2])
 
 
 # -- moving a dead job back ----------------------------------------------------------------------

@@ -122,3 +122,18 @@ def test_a_dependent_stays_live_while_its_ended_parent_is_live(
     assert deps(queue, engine, parent) == [(quick, "completed"), (waiting, "completed")]
     assert deps(queue, engine, slow) == [(waiting, "completed")]
     assert [p.id for p in queue.parents(engine, waiting)] == [parent, slow]
+
+
+def test_a_pass_goes_on_past_batches_of_dependents_held_for_their_parent(
+        engine: sa.Engine, models: Any, queue: Queue) -> None:
+    [parent] = enqueue(engine, queue, Part(n=1))
+    with Session(engine) as session, session.begin():
+        slow = queue.enqueue(session, Part(n=5), delay=timedelta(hours=1)).id
+    held = enqueue(engine, queue, Part(n=2), Part(n=3), after=[parent])
+    enqueue(engine, queue, Part(n=4), after=[parent, slow])  # keeps the parent live
+    drain(queue, engine)
+    others = enqueue(engine, queue, *[Part(n=10 + n) for n in range(4)])
+    drain(queue, engine)  # they finish after the held dependents
+    assert queue.archive(engine, batch_size=2) == 4  # the first batch picks the held two only
+    live, archived, _ = places(engine, models)
+    assert sorted(archived) == sorted(others) and set(held) <= live
