@@ -50,9 +50,9 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
     ``batch_size`` (each its own transaction, rows locked ``SKIP LOCKED``:
     jobs an operator holds are left for the next pass) until a batch picks
     fewer than ``batch_size`` or moves none from where the last one ended,
-    or ``max_batches`` ran.  Jobs
-    with an owed ``on_dead`` call stay until it is made, and so does a
-    dependent whose ended parent stays (until the parent moves).  ``progress(total_so_far)`` is called after each
+    or ``max_batches`` ran.  Jobs with an owed ``on_dead`` call stay until it
+    is made, and a dependent whose ended parent stays stays with it (until
+    the parent moves).  ``progress(total_so_far)`` is called after each
     batch that moved jobs.
     """
     check_archive_after(older_than)

@@ -141,7 +141,7 @@ WITH links AS (
     UNION
     SELECT e.value ->> 'job_id', e.value ->> 'policy'
     FROM {archive} AS a, jsonb_array_elements(a.job -> 'dependents') AS e
-    WHERE a.id = :job_id
+    WHERE a.id = :job_id AND NOT EXISTS (SELECT 1 FROM {jobs} AS live WHERE live.id = :job_id)
 ), found AS (
     SELECT l.job_id AS id, s.kind, s.status, l.policy, s.created_at
     FROM links AS l
@@ -167,9 +167,9 @@ def dependents(models: Models, runner: Runner, params: DependentsParams) -> list
     first, from ``params.after`` on, at most ``params.limit`` (None: all).
 
     The links are the live ``<prefix>_parents`` rows naming the job
-    (``_parents_parent``) and, if the job was archived, the ``dependents``
-    its archive row keeps (see :mod:`venturi_sa.storage.archive`), each
-    pair once; each dependent is then primary-key probes (the jobs table,
+    (``_parents_parent``) and, if the job is archived (not live: only then
+    are the archive's days probed), the ``dependents`` its archive row keeps
+    (see :mod:`venturi_sa.storage.archive`), each pair once; each dependent is then primary-key probes (the jobs table,
     then the archive's days only if it is not live), and a top-N sort of
     them.  A dependent in neither table is left out.
     """
