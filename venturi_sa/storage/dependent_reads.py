@@ -169,9 +169,10 @@ def dependents(models: Models, runner: Runner, params: DependentsParams) -> list
     The links are the live ``<prefix>_parents`` rows naming the job
     (``_parents_parent``) and, if the job is archived (not live: only then
     are the archive's days probed), the ``dependents`` its archive row keeps
-    (see :mod:`venturi_sa.storage.archive`), each pair once; each dependent is then primary-key probes (the jobs table,
-    then the archive's days only if it is not live), and a top-N sort of
-    them.  A dependent in neither table is left out.
+    (see :mod:`venturi_sa.storage.archive`), each pair once; each
+    dependent is then primary-key probes (the jobs table, then the
+    archive's days only if it is not live), and a top-N sort of them.  A
+    dependent in neither table is left out.
     """
     after_at, after_id = params.after if params.after is not None else (None, None)
     values = {"job_id": params.job_id, "after_at": after_at, "after_id": after_id, "limit": params.limit}
