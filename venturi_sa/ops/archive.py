@@ -48,9 +48,11 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
 
     Attaches the partitions it needs first, then moves batches of
     ``batch_size`` (each its own transaction, rows locked ``SKIP LOCKED``:
-    jobs an operator holds are left for the next pass) until a batch comes
-    back short or ``max_batches`` ran.  Jobs with an owed ``on_dead`` call
-    stay until it is made.  ``progress(total_so_far)`` is called after each
+    jobs an operator holds are left for the next pass) until a batch picks
+    fewer than ``batch_size`` or moves none from where the last one ended,
+    or ``max_batches`` ran.  Jobs with an owed ``on_dead`` call stay until it
+    is made, and a dependent whose ended parent stays stays with it (until
+    the parent moves).  ``progress(total_so_far)`` is called after each
     batch that moved jobs.
     """
     check_archive_after(older_than)
@@ -60,12 +62,13 @@ def archive(models: Models, engine: sa.Engine, *, older_than: timedelta = timede
     params, total, batches = store.MoveParams(after=older_than, batch_size=batch_size), 0, 0
     while max_batches is None or batches < max_batches:
         with short_transaction(models, engine) as session:
-            moved, newest = store.move_batch(models, session, params)
-        params = replace(params, floor=newest or params.floor)
-        total, batches = total + moved, batches + 1
-        if moved and progress is not None:
+            done = store.move_batch(models, session, params)
+        stuck = not done.moved and done.newest == params.floor  # held jobs only, and no further to go
+        params = replace(params, floor=done.newest or params.floor)
+        total, batches = total + done.moved, batches + 1
+        if done.moved and progress is not None:
             progress(total)
-        if moved < batch_size:
+        if done.picked < batch_size or stuck:
             break
     return total
 

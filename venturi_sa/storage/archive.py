@@ -18,7 +18,11 @@ statement locks:
   time limit, its trace context, its durable steps and signals, its
   limit key and, for a dependent (``after=``), its dependency links and its
   count of unfinished parents (keys ``after`` and ``waits`` of the ``job``
-  JSON, which no column of the jobs table is named).  The journal,
+  JSON, which no column of the jobs table is named), and for a parent, the
+  ids and policies of the jobs that name it in ``after=`` (key
+  ``dependents``).  A dependent whose ended parent is still in the jobs
+  table stays there until that parent moves (in the same batch, or a later
+  one), so that the parent's ``dependents`` list names it.  The journal,
   time-limit, trace, step, signal, limit-key, dependency and cancel-request
   rows go from their tables by the ``ON DELETE CASCADE`` that fires at the
   end of the same statement; the statement's snapshot still reads them.
@@ -140,8 +144,8 @@ def ensure_partitions(models: Models, runner: Runner, ahead: int = DAYS_AHEAD,
 
 
 _MOVE = """
-WITH picked AS MATERIALIZED (
-    SELECT j.id FROM {jobs} AS j
+WITH candidates AS MATERIALIZED (
+    SELECT j.id, j.finished_at FROM {jobs} AS j
     WHERE j.status IN ('completed', 'dead') AND j.finished_at < now() - CAST(:after AS interval)
       AND j.finished_at >= CAST(:floor AS timestamptz)
       AND NOT EXISTS (SELECT 1 FROM {on_dead} AS o WHERE o.job_id = j.id)
@@ -149,6 +153,11 @@ WITH picked AS MATERIALIZED (
     ORDER BY j.finished_at
     LIMIT :batch_size
     FOR UPDATE OF j SKIP LOCKED
+), picked AS MATERIALIZED (
+    SELECT c.id FROM candidates AS c
+    WHERE NOT EXISTS (SELECT 1 FROM {parents} AS up JOIN {jobs} AS pj ON pj.id = up.parent_id
+                      WHERE up.job_id = c.id AND pj.status IN ('completed', 'dead')
+                        AND pj.id NOT IN (SELECT k.id FROM candidates AS k) OFFSET 0)
 ), gone AS (
     DELETE FROM {jobs} AS j WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.*
@@ -166,9 +175,9 @@ WITH picked AS MATERIALIZED (
             FROM {signals} AS x WHERE x.job_id = g.id),
            (SELECT k.key FROM {limit_keys} AS k WHERE k.job_id = g.id)
     FROM gone AS g
-    RETURNING finished_at
+    RETURNING id
 )
-SELECT count(*), max(finished_at) FROM moved
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM candidates), (SELECT max(finished_at) FROM candidates)
 """
 
 
@@ -200,7 +209,10 @@ _KEPT_LINKS = (
     "coalesce((SELECT jsonb_build_object('after', jsonb_agg(to_jsonb(p) - 'job_id' ORDER BY p.position)) "
     "FROM {parents} AS p WHERE p.job_id = g.id HAVING count(*) > 0), '{{}}'::jsonb) || "
     "coalesce((SELECT jsonb_build_object('waits', to_jsonb(w) - 'job_id') FROM {waits} AS w "
-    "WHERE w.job_id = g.id), '{{}}'::jsonb)")
+    "WHERE w.job_id = g.id), '{{}}'::jsonb) || "
+    "coalesce((SELECT jsonb_build_object('dependents', jsonb_agg(to_jsonb(d) ORDER BY d.job_id, d.policy)) "
+    "FROM (SELECT DISTINCT c.job_id, c.policy FROM {parents} AS c WHERE c.parent_id = g.id) AS d "
+    "HAVING count(*) > 0), '{{}}'::jsonb)")
 
 
 def _limit_keys(models: Models) -> str:
@@ -215,14 +227,20 @@ def move_statement(models: Models) -> sa.TextClause:
     call is made: the cascade would delete the owed row.  A dependent's
     ``<prefix>_parents`` rows (each without ``job_id``, in position order) and
     its ``<prefix>_waits`` row are kept as the ``after`` and ``waits`` keys of
-    the ``job`` JSON; a parent whose dependents have not ended stays.  Oldest
+    the ``job`` JSON, and a parent's dependents (``job_id`` and ``policy`` of
+    the ``<prefix>_parents`` rows naming it, each pair once, in id order) as
+    its ``dependents`` key; a parent whose dependents have not ended stays,
+    and so does a dependent with an ended parent that stays (a parent that
+    has not ended does not hold it: a dependent it never ran for, killed or
+    cancelled, moves without it).  Oldest
     ``finished_at`` first, through ``_jobs_finished``; the delete is
     primary-key lookups (``id = ANY(ARRAY(…))``: a join with the picked rows
     lets the planner hash them against a scan of the whole table).  Column and table
     names come from the mapped tables and the validated prefix.
     """
     n = models.names
-    return sa.text(_MOVE.format(jobs=n.jobs, journal=n.journal, on_dead=n.on_dead, timeouts=n.timeouts,
+    return sa.text(_MOVE.format(jobs=n.jobs, parents=models.workflow.parents_table.name, journal=n.journal,
+                                on_dead=n.on_dead, timeouts=n.timeouts,
                                 traces=n.traces, archive=n.archive, steps=models.steps_table.name,
                                 signals=models.signals_table.name, limit_keys=_limit_keys(models),
                                 no_live_dependent=dependents.no_live_dependent_sql(models, "j.id"),
@@ -232,19 +250,30 @@ def move_statement(models: Models) -> sa.TextClause:
                                 entry_json=_compact(models.journal_table, "e", ENTRY_KEYS)))
 
 
-def move_batch(models: Models, runner: Runner, params: MoveParams) -> tuple[int, datetime | None]:
-    """Move one batch in ``runner``'s transaction; returns how many jobs moved and their newest ``finished_at``.
+@dataclass(frozen=True)
+class Moved:
+    """What one :func:`move_batch` did: ``moved`` jobs of the ``picked`` ones (a dependent waiting for its
+    ended parent to move is picked and stays), and the newest ``finished_at`` picked (None: none)."""
+
+    moved: int
+    picked: int
+    newest: datetime | None
+
+
+def move_batch(models: Models, runner: Runner, params: MoveParams) -> Moved:
+    """Move one batch in ``runner``'s transaction (see :class:`Moved`).
 
     The caller commits.  Fails (moving nothing) if today's partition is
     missing: call :func:`ensure_partitions` first, in a transaction of its own.
-    A batch deletes the index entries it scanned over; pass its newest
+    A batch walks the index entries of the jobs it picked; pass its newest
     ``finished_at`` as the next batch's ``floor`` so that the next scan does
-    not walk them again (until vacuum removes them, each batch would).
+    not walk them again (until vacuum removes the deleted ones, each batch
+    would).  A batch that picked fewer than ``batch_size`` was the last.
     """
     floor = params.floor or datetime(1, 1, 1, tzinfo=timezone.utc)
     row = runner.execute(move_statement(models),
                          {"after": params.after, "batch_size": params.batch_size, "floor": floor}).one()
-    return int(row[0]), row[1]
+    return Moved(int(row[0]), int(row[1]), row[2])
 
 
 # -- moving a dead job back ----------------------------------------------------------------------

@@ -4,7 +4,8 @@ Plain ``SELECT``s without locks, in the caller's transaction.  A parent that
 moved to the archive is read from it (its kind, status, result and note, from
 the journal the archive row keeps, as ``queue.result`` reads it), and so are
 the parents of a dependent that moved there itself (the links its archive
-row keeps, see :mod:`venturi_sa.storage.archive`).
+row keeps, see :mod:`venturi_sa.storage.archive`), and the dependents of a
+parent that moved (the ``dependents`` its archive row keeps).
 """
 
 from __future__ import annotations
@@ -134,37 +135,62 @@ class DependentsParams:
     limit: int | None = None
 
 
-_DEPENDENTS = """
-SELECT p.job_id AS id, j.kind, j.status, p.policy, j.created_at
-FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
-WHERE p.parent_id = :job_id
-  AND (CAST(:after_at AS timestamptz) IS NULL
-       OR (j.created_at, j.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
-ORDER BY j.created_at, j.id
+_DEPENDENT_LINKS = """
+WITH links AS (
+    SELECT p.job_id, p.policy FROM {parents} AS p WHERE p.parent_id = :job_id
+    UNION
+    SELECT e.value ->> 'job_id', e.value ->> 'policy'
+    FROM {archive} AS a, jsonb_array_elements(a.job -> 'dependents') AS e
+    WHERE a.id = :job_id AND NOT EXISTS (SELECT 1 FROM {jobs} AS live WHERE live.id = :job_id)
+), found AS (
+    SELECT l.job_id AS id, s.kind, s.status, l.policy, s.created_at
+    FROM links AS l
+    JOIN LATERAL (
+        SELECT j.kind, j.status, j.created_at FROM {jobs} AS j WHERE j.id = l.job_id
+        UNION ALL
+        SELECT d.kind, d.status, d.created_at FROM {archive} AS d WHERE d.id = l.job_id
+        LIMIT 1
+    ) AS s ON true
+)
+"""
+_DEPENDENTS = _DEPENDENT_LINKS + """
+SELECT f.id, f.kind, f.status, f.policy, f.created_at FROM found AS f
+WHERE CAST(:after_at AS timestamptz) IS NULL
+   OR (f.created_at, f.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text))
+ORDER BY f.created_at, f.id
 LIMIT :limit
 """
 
 
 def dependents(models: Models, runner: Runner, params: DependentsParams) -> list[sa.Row[Any]]:
     """Rows ``(id, kind, status, policy, created_at)`` of the jobs that named the job in ``after=``, oldest
-    first, from ``params.after`` on, at most ``params.limit`` (None: all); ``_parents_parent`` then a key
-    probe per dependent, and a top-N sort of them."""
+    first, from ``params.after`` on, at most ``params.limit`` (None: all).
+
+    The links are the live ``<prefix>_parents`` rows naming the job
+    (``_parents_parent``) and, if the job is archived (not live: only then
+    are the archive's days probed), the ``dependents`` its archive row keeps
+    (see :mod:`venturi_sa.storage.archive`), each pair once; each
+    dependent is then primary-key probes (the jobs table, then the
+    archive's days only if it is not live), and a top-N sort of them.  A
+    dependent in neither table is left out.
+    """
     after_at, after_id = params.after if params.after is not None else (None, None)
-    stmt = _statement(models, "dependents", _DEPENDENTS)
-    return list(runner.execute(stmt, {"job_id": params.job_id, "after_at": after_at, "after_id": after_id,
-                                      "limit": params.limit}))
+    values = {"job_id": params.job_id, "after_at": after_at, "after_id": after_id, "limit": params.limit}
+    return list(runner.execute(dependents_statement(models), values))
 
 
-_DEPENDENT_COUNTS = """
-SELECT j.status, count(*) AS n
-FROM {parents} AS p JOIN {jobs} AS j ON j.id = p.job_id
-WHERE p.parent_id = :job_id
-GROUP BY j.status ORDER BY j.status
+def dependents_statement(models: Models) -> sa.TextClause:
+    """The statement :func:`dependents` runs; binds ``job_id``, ``after_at``, ``after_id`` and ``limit``."""
+    return _statement(models, "dependents", _DEPENDENTS)
+
+
+_DEPENDENT_COUNTS = _DEPENDENT_LINKS + """
+SELECT f.status, count(*) AS n FROM found AS f GROUP BY f.status ORDER BY f.status
 """
 
 
 def dependent_counts(models: Models, runner: Runner, job_id: str) -> dict[str, int]:
-    """``{status: count}`` of the job's dependents (``_parents_parent``, then a key probe per dependent)."""
+    """``{status: count}`` of the job's dependents: the same links and probes as :func:`dependents`."""
     rows = runner.execute(_statement(models, "dependent_counts", _DEPENDENT_COUNTS), {"job_id": job_id})
     return {r.status: int(r.n) for r in rows}
 

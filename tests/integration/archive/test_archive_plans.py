@@ -88,3 +88,29 @@ def test_the_parents_read_probes_each_parent_by_primary_key(engine: sa.Engine, m
         rows = dependent_reads.parents(models, conn, dependent_reads.ParentsParams(job_id=child))
     assert [(r.id, r.status, r.result) for r in rows] == [(f"{days[1][-8:]}{PER_DAY - 1:08d}", "completed",
                                                            PER_DAY - 1)]
+
+
+def test_the_dependents_read_probes_each_dependent_by_primary_key(engine: sa.Engine, models: Any) -> None:
+    first = datetime.now(timezone.utc).date() - timedelta(days=2)
+    days = attach_days(engine, models, first, 2)
+    a = models.archive_table
+    with engine.begin() as conn:
+        for n, day in enumerate(days):  # each archived job keeps the one after it as its dependent
+            at = noon(first + timedelta(days=n))
+            conn.execute(sa.text(
+                f"INSERT INTO {a.name} (id, kind, status, created_at, finished_at, moved_at, job, journal) "
+                "SELECT :day || lpad(g::text, 8, '0'), 'k', 'completed', :at, :at, :at, "
+                "jsonb_build_object('dependents', jsonb_build_array(jsonb_build_object('job_id', "
+                ":day || lpad((g + 1)::text, 8, '0'), 'policy', 'cancel'))), '[]'::jsonb "
+                "FROM generate_series(1, :n) AS g"), {"day": day[-8:], "at": at, "n": PER_DAY})
+        conn.execute(sa.text(f"ANALYZE {a.name}"))
+    parent = f"{days[1][-8:]}{1:08d}"
+    stmt = dependent_reads.dependents_statement(models).bindparams(job_id=parent, after_at=None, after_id=None,
+                                                                   limit=None)
+    used, scanned = reads(plan_of(engine, stmt))
+    assert used >= {f"{day}_pkey" for day in days} and not scanned & set(days)
+    with engine.connect() as conn:
+        rows = dependent_reads.dependents(models, conn, dependent_reads.DependentsParams(job_id=parent))
+        counts = dependent_reads.dependent_counts(models, conn, parent)
+    assert [(r.id, r.status, r.policy) for r in rows] == [(f"{days[1][-8:]}{2:08d}", "completed", "cancel")]
+    assert counts == {"completed": 1}
