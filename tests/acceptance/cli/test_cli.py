@@ -250,8 +250,8 @@ def test_old_schema_version(run, pg_url: str, prefix: str, engine) -> None:  # t
 
 
 def test_unknown_job_id(run, db: list[str]) -> None:  # type: ignore[no-untyped-def]
-    fails(run("jobs", "show", *db, "01NOSUCHJOB0000000000000000"), "no job with id")
-    fails(run("jobs", "kill", *db, "nope"), "no job with id")
+    fails(run("jobs", "show", *db, "01JD0Q8B6T5ZP3Y9M4W2XKQ7RN"), "no job with id")  # a ULID no job has
+    fails(run("jobs", "kill", *db, "nope"), "job id must be a ULID", "no job has such an id")
 
 
 def test_bad_duration(run, db: list[str]) -> None:  # type: ignore[no-untyped-def]
