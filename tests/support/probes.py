@@ -151,3 +151,14 @@ def counter(values: Sequence[Any]) -> dict[Any, int]:
     for v in values:
         out[v] = out.get(v, 0) + 1
     return out
+
+
+@contextmanager
+def jobs_locked(engine: sa.Engine, prefix: str) -> Iterator[None]:
+    """``<prefix>_jobs`` locked ACCESS EXCLUSIVE by another connection until the block ends (a migration's lock)."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"LOCK TABLE {prefix}_jobs IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            conn.rollback()

@@ -8,30 +8,19 @@ let go, so a command that would wait forever fails the test instead of hanging i
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from click.testing import Result
 from support.cli import fails, invoke, ok
+from support.probes import jobs_locked
 from support.web import seed
 
 from venturi_sa import Queue
 
 DEADLINE = 8.0
 """How long a command behind the lock may take with a 1 s query timeout, on a loaded machine."""
-
-
-@contextmanager
-def locked(engine: sa.Engine, prefix: str) -> Iterator[None]:
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"LOCK TABLE {prefix}_jobs IN ACCESS EXCLUSIVE MODE")
-        try:
-            yield
-        finally:
-            conn.rollback()
 
 
 def _run(args: list[str], env: dict[str, str | None]) -> Result:
@@ -52,7 +41,7 @@ def test_a_command_behind_a_table_lock_says_busy_and_fails(pg_url: str, engine: 
     env: dict[str, str | None] = {"VENTURI_DSN": pg_url, "VENTURI_PREFIX": models.prefix,
                                   "VENTURI_QUERY_TIMEOUT": "1"}
     args = [a.format(id=job_id) for a in command]
-    with locked(engine, models.prefix):
+    with jobs_locked(engine, models.prefix):
         result = _run(args, env)
     line = fails(result, "the database is busy")
     assert "more than 1 s" in line and "--query-timeout" in line
@@ -63,6 +52,6 @@ def test_a_command_behind_a_table_lock_says_busy_and_fails(pg_url: str, engine: 
 @pytest.mark.timeout(60)
 def test_the_option_sets_the_bound(pg_url: str, engine: sa.Engine, models: Any) -> None:
     env: dict[str, str | None] = {"VENTURI_DSN": pg_url, "VENTURI_PREFIX": models.prefix}
-    with locked(engine, models.prefix):
+    with jobs_locked(engine, models.prefix):
         result = _run(["--query-timeout", "0.5", "stats"], env)
     assert "more than 0.5 s" in fails(result, "the database is busy")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
+from support.probes import jobs_locked
 from support.web import seed
 
 from venturi_sa.web import create_app
@@ -28,17 +27,6 @@ TIMEOUT = 1.0
 """The dashboard's query timeout in these tests (seconds)."""
 MARGIN = 4.0
 """How long past the timeout an answer may take on a loaded 2-core machine."""
-
-
-@contextmanager
-def locked(engine: sa.Engine, prefix: str) -> Iterator[None]:
-    """``<prefix>_jobs`` locked ACCESS EXCLUSIVE by another connection until the block ends."""
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"LOCK TABLE {prefix}_jobs IN ACCESS EXCLUSIVE MODE")
-        try:
-            yield
-        finally:
-            conn.rollback()
 
 
 def _timed(client: TestClient, path: str, results: list[Any]) -> None:
@@ -63,7 +51,7 @@ def test_a_page_behind_a_table_lock_answers_busy_within_the_timeout(engine: sa.E
     seed(engine, models)
     app = create_app(engine, models.prefix, listen=False)  # the default bound: 5 s
     with TestClient(app) as client:
-        with locked(engine, models.prefix):
+        with jobs_locked(engine, models.prefix):
             results, hung = _ask_all(client, ["/", "/jobs"], DEFAULT_SECONDS + MARGIN)
             assert not hung, "a page still waited behind the lock after its query timeout"
         for response, took in results:
@@ -82,7 +70,7 @@ def test_many_waiting_requests_do_not_exhaust_the_pool(pg_url: str, engine: sa.E
     app = create_app(small, models.prefix, listen=False, query_timeout=TIMEOUT)
     try:
         with TestClient(app) as client:
-            with locked(engine, models.prefix):
+            with jobs_locked(engine, models.prefix):
                 # 20 requests behind the lock share the dashboard's 3 connections
                 results, hung = _ask_all(client, ["/"] * 20, 20 * (TIMEOUT + MARGIN) / 2)
                 assert not hung, f"{len(hung)} requests still waiting behind the lock"
