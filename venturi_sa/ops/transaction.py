@@ -33,9 +33,10 @@ def short_transaction(models: Models, engine: sa.Engine, isolation: str | None =
     older version) becomes :class:`~venturi_sa.SchemaNotMigrated` naming the
     command that fixes it.
     """
-    bind: sa.Engine = engine.execution_options(isolation_level=isolation) if isolation else engine
     try:
-        with Session(bind) as session, session.begin():
+        with Session(engine) as session, session.begin():
+            if isolation:  # on the connection, not an engine copy: an engine view (a bounded one) may not nest one
+                session.connection(execution_options={"isolation_level": isolation})
             yield session
     except sa.exc.ProgrammingError as exc:
         if is_undefined_table(exc):

@@ -36,7 +36,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -117,9 +118,12 @@ def _fire_locked(models: Models, session: Session, due: verbs.DueSchedule, notif
     return Fired(row.name, list(zip(fire, job_ids, strict=True)), skipped)
 
 
-def _sessions(engine: sa.Engine) -> Callable[[], Session]:
-    bind = engine.execution_options(isolation_level=ISOLATION)
-    return lambda: Session(bind, expire_on_commit=False)
+@contextmanager
+def _transaction(engine: sa.Engine) -> Iterator[Session]:
+    """A Session in its own transaction at :data:`ISOLATION` (set on its connection), committed on exit."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        session.connection(execution_options={"isolation_level": ISOLATION})
+        yield session
 
 
 def _channel(queue: Operations) -> str | None:
@@ -140,13 +144,13 @@ def fire_due(queue: Queue, engine: sa.Engine, *, skip: Collection[str] = ()) -> 
     Transient database errors (the server gone), and any error raised before
     a schedule was locked, are raised for the caller to back off.
     """
-    models, sessions, notify = queue.models, _sessions(engine), _channel(queue)
+    models, notify = queue.models, _channel(queue)
     results: list[Fired] = []
     passed: list[str] = list(skip)  # handled in this call, or skipped: not locked again
     while True:
         name = "?"
         try:
-            with sessions() as session, session.begin():
+            with _transaction(engine) as session:
                 due = verbs.lock_due(models, session, verbs.LockDueParams(exclude=passed))
                 if due is None:
                     return results
@@ -183,8 +187,8 @@ def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
     schedule's last-job columns commit together; the next fire time does not
     move.  ``VenturiError`` if there is no live schedule of that name.
     """
-    models, sessions = queue.models, _sessions(engine)
-    with sessions() as session, session.begin():
+    models = queue.models
+    with _transaction(engine) as session:
         due = verbs.lock_due(models, session, verbs.LockDueParams(name=name))
         if due is None or due.row.removed_at is not None:
             raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
@@ -202,7 +206,7 @@ def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
 
 def seconds_until_due(queue: Queue, engine: sa.Engine) -> float | None:
     """Seconds (database clock) until the soonest live schedule is due, or None if there is none."""
-    with _sessions(engine)() as session, session.begin():
+    with _transaction(engine) as session:
         return verbs.seconds_until_due(queue.models, session)
 
 

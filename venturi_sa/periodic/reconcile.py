@@ -56,7 +56,8 @@ def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
     """
     models = queue.models
     report = Reconciled()
-    with Session(engine.execution_options(isolation_level="READ COMMITTED")) as session, session.begin():
+    with Session(engine) as session, session.begin():
+        session.connection(execution_options={"isolation_level": "READ COMMITTED"})
         now = schedules_store.reconcile_lock(models, session)
         known = set(queue.registry.kinds)
         rows = {row.name: row for row in schedules_store.all_schedules(models, session)}

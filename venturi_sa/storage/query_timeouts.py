@@ -34,28 +34,35 @@ def bounded(engine: sa.Engine, seconds: float | None) -> sa.Engine:
     """``engine`` whose every transaction waits at most ``seconds`` for a lock or a statement (None, 0: unbounded).
 
     The returned engine shares ``engine``'s pool; the bound is set per
-    transaction and gone after its commit or rollback.
+    transaction and gone after its commit or rollback.  The ``begin``
+    listener sits on ``engine`` itself (once) and acts only for connections
+    of a bounded view: a listener on the view breaks its own
+    ``execution_options()`` on SQLAlchemy 2.0.23.
     """
     if not seconds:
         return engine
     if seconds < 0:
         raise ValueError("a query timeout must be positive (or 0/None for none)")
-    view = engine.execution_options(**{_OPTION: seconds})
-    millis = str(max(1, round(seconds * 1000)))
+    if not sa.event.contains(engine, "begin", _limit):
+        sa.event.listen(engine, "begin", _limit)
+    return engine.execution_options(**{_OPTION: seconds})
 
-    def limit(conn: sa.Connection) -> None:
-        dbapi: Any = conn.connection.dbapi_connection
-        if getattr(dbapi, "autocommit", False):
-            return
-        cursor = dbapi.cursor()
-        try:
-            cursor.execute("SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)",
-                           (millis, millis))
-        finally:
-            cursor.close()
 
-    sa.event.listen(view, "begin", limit)
-    return view
+def _limit(conn: sa.Connection) -> None:
+    """Set the statement and lock timeouts of a bounded view's transaction (``SET LOCAL``: its own only)."""
+    seconds = conn.get_execution_options().get(_OPTION)
+    if not seconds:  # the application's own transactions on the engine: nothing to do
+        return
+    dbapi: Any = conn.connection.dbapi_connection
+    if getattr(dbapi, "autocommit", False):
+        return
+    millis = str(max(1, round(float(seconds) * 1000)))
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute("SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)",
+                       (millis, millis))
+    finally:
+        cursor.close()
 
 
 def query_timeout(engine: sa.Engine) -> float | None:
