@@ -210,7 +210,8 @@ def test_a_held_lease_is_renewed(stack: Stack, app_engine: Any, engine: sa.Engin
         started.set()
         release.wait(20)
 
-    Long = type("Long", (Task,), {"KIND": "long", "lease": timedelta(seconds=1),
+    # 2 s, renewed every 0.67 s: a 1 s lease expired once when a loaded CI machine stalled the keeper 0.7 s
+    Long = type("Long", (Task,), {"KIND": "long", "lease": timedelta(seconds=2),
                                   "run": handler(stack, act, session=False)})
     queue = Queue(models, [Long])
     [job_id] = enqueue(engine, queue, Long())
