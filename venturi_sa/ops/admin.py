@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from venturi_sa.dead_calls import make_owed_calls
 from venturi_sa.errors import InvalidTransition
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.owed_calls import make_owed_calls
 from venturi_sa.states import Status
 from venturi_sa.storage import admin as admin_store
 from venturi_sa.storage import archive as archiving
-from venturi_sa.storage import archive_reads as archived
-from venturi_sa.storage import dependents
+from venturi_sa.storage import archive_reads, dependents
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.admin import KILL, RELEASE, REQUEUE, AdminAction, AdminParams
 from venturi_sa.task import Registry
@@ -46,7 +45,7 @@ def _admin(models: Models, engine: sa.Engine, job_id: str, action: AdminAction,
             archiving.restore(models, session, job_id)  # an archived dead job comes back, then is requeued
         result = admin_store.apply(models, session, params)
         if result.job is None:
-            status = archived.archived_status(models, session, job_id)
+            status = archive_reads.archived_status(models, session, job_id)
             if status is None:
                 raise job_not_found(models, job_id)
             raise InvalidTransition(f"cannot {action.name} job {job_id}: it is {status} (archived), and "
@@ -87,7 +86,7 @@ def kill(models: Models, engine: sa.Engine, job_id: str, note: str | None = None
 
     The task's ``on_dead`` runs exactly once: in this transaction when
     ``registry`` has the job's kind (the queue's own calls pass it), else in
-    the next worker of that kind (see :mod:`venturi_sa.dead_calls`).
+    the next worker of that kind (see :mod:`venturi_sa.owed_calls`).
     """
     return _admin(models, engine, job_id, KILL, note, actor, registry)
 

@@ -17,14 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa.dead_calls import make_owed_calls
 from venturi_sa.errors import InvalidTransition
 from venturi_sa.models import Models
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import short_transaction
+from venturi_sa.owed_calls import make_owed_calls
 from venturi_sa.states import Status
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage.cancels import CancelParams
 from venturi_sa.storage.params import Runner
@@ -54,7 +54,7 @@ def cancel_in(models: Models, runner: Runner, job_id: str, note: str | None, act
                                   note=check_text(note, "note"))
     result = cancels_store.cancel(models, runner, params)
     if result.job is None:
-        status = archived.archived_status(models, runner, job_id)
+        status = archive_reads.archived_status(models, runner, job_id)
         if status is not None:
             raise InvalidTransition(f"cannot cancel job {job_id}: it is already {status} (archived)")
         raise job_not_found(models, job_id)

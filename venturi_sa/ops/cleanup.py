@@ -22,7 +22,7 @@ from venturi_sa.ops.archive import cleanup_archive
 from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import TERMINAL
-from venturi_sa.storage import archive_retention as archived
+from venturi_sa.storage import archive_retention
 from venturi_sa.storage import cleanup as cleanup_store
 from venturi_sa.storage.cleanup import CleanupParams, CutoffParams
 
@@ -59,8 +59,8 @@ def cleanup(models: Models, engine: sa.Engine, *, before: datetime | None = None
     params = CleanupParams(cutoff=cutoff, statuses=chosen, kind=kind, batch_size=batch_size)
     if dry_run:
         with short_transaction(models, engine) as session:
-            return cleanup_store.count_matching(models, session, params) + archived.count_matching(models, session,
-                                                                                                   params)
+            return (cleanup_store.count_matching(models, session, params)
+                    + archive_retention.count_matching(models, session, params))
     deleted = _delete_in_batches(models, engine, params, progress)
     return deleted + cleanup_archive(models, engine, params, progress, done=deleted)
 

@@ -25,7 +25,7 @@ from venturi_sa.models import Models
 from venturi_sa.ops.cancel import Cancelled, cancel_in
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import reading, short_transaction
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import dependent_reads as reads
 from venturi_sa.storage import dependents as dependents_store
@@ -71,7 +71,7 @@ def parent_rows(models: Models, runner: Runner, job_id: str, offset: int = 0,
 
 def _known(models: Models, session: Runner, job_id: str) -> None:
     if history_store.fetch_job(models, session, JobParams(job_id=job_id)) is None:
-        if archived.archived_status(models, session, job_id) is None:
+        if archive_reads.archived_status(models, session, job_id) is None:
             raise job_not_found(models, job_id)
 
 

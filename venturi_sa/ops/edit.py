@@ -21,7 +21,7 @@ from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import JobInfo
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import edits as edits_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
@@ -79,7 +79,7 @@ def edit(models: Models, registry: Registry, engine: sa.Engine, job_id: str, *, 
     with short_transaction(models, engine) as session:
         found = history_store.fetch_job(models, session, JobParams(job_id=job_id))
         if found is None:
-            status = archived.archived_status(models, session, job_id)
+            status = archive_reads.archived_status(models, session, job_id)
             if status is not None:
                 raise InvalidTransition(f"cannot edit job {job_id}: it is {status} (archived), and only pending "
                                         "jobs can be edited")

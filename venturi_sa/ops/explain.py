@@ -32,7 +32,7 @@ from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import reading
 from venturi_sa.states import Outcome, Status
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
@@ -106,10 +106,10 @@ def explain(models: Models, bind: sa.Engine | Runner, job_id: str,
                 and job_row.status == Status.PENDING.value and aware(job_row.visible_at) > facts.now else None)
         limited = limit_reasons.held(models, session, registry, facts.job if facts is not None else None)
         if view is None:  # terminal and moved to the archive: it is not running because it ended
-            view = archived.fetch_job_view(models, session, job_id)
+            view = archive_reads.fetch_job_view(models, session, job_id)
             if view is not None:
                 return Explanation(job_id=view.id, kind=view.kind, status=view.status, timeout=view.timeout,
-                                   reasons=_archived(view, archived.fetch_journal(models, session, job_id)))
+                                   reasons=_archived(view, archive_reads.fetch_journal(models, session, job_id)))
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job

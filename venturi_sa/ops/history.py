@@ -27,7 +27,7 @@ from venturi_sa.ops.checks import aware, statuses
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, job_view_info
 from venturi_sa.ops.transaction import reading, short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.history import HistoryParams, JobParams
@@ -49,7 +49,7 @@ def get_job(models: Models, bind: sa.Engine | Runner, job_id: str) -> JobView:
     :func:`~venturi_sa.ops.transaction.reading`."""
     with reading(models, bind) as session:
         row = history_store.fetch_job_view(models, session, JobParams(job_id=job_id))
-        row = row if row is not None else archived.fetch_job_view(models, session, job_id)
+        row = row if row is not None else archive_reads.fetch_job_view(models, session, job_id)
     if row is None:
         raise job_not_found(models, job_id)
     return job_view_info(row)
@@ -78,8 +78,8 @@ def journal(models: Models, engine: sa.Engine, job_id: str) -> list[JournalInfo]
     with short_transaction(models, engine) as session:
         rows = history_store.fetch_journal(models, session, params)
         if not rows and history_store.fetch_job(models, session, params) is None:
-            rows = archived.fetch_journal(models, session, job_id)
-            if not rows and archived.fetch_job(models, session, job_id) is None:
+            rows = archive_reads.fetch_journal(models, session, job_id)
+            if not rows and archive_reads.fetch_job(models, session, job_id) is None:
                 raise job_not_found(models, job_id)
     return [JournalInfo(**r._mapping) for r in rows]
 
@@ -104,7 +104,7 @@ def result_state(models: Models, bind: sa.Engine | Runner, job_id: str) -> tuple
     raises ``JobNotFound`` if there is no such job."""
     with reading(models, bind) as session:
         row = history_store.fetch_result(models, session, JobParams(job_id=job_id))
-        row = row if row is not None else archived.fetch_result(models, session, job_id)
+        row = row if row is not None else archive_reads.fetch_result(models, session, job_id)
     if row is None:
         raise job_not_found(models, job_id)
     return row.status, row.result
@@ -194,7 +194,7 @@ def history(models: Models, engine: sa.Engine, *, status: str | Sequence[str] | 
         finished_before=aware("finished_before", finished_before),
         limit=limit, after=decode_cursor(cursor) if cursor is not None else None)
     with short_transaction(models, engine) as session:
-        rows = archived.fetch_history(models, session, params)  # the live table and the archive, one statement
+        rows = archive_reads.fetch_history(models, session, params)  # the live table and the archive, one statement
     items = [JobInfo(**r._mapping) for r in rows[:limit]]
     more = len(rows) > limit
     return Page(items=items, next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None)

@@ -27,7 +27,7 @@ from venturi_sa.ops.history import decode_cursor, encode_cursor, job_not_found
 from venturi_sa.ops.job_steps import StepInfo
 from venturi_sa.ops.records import JournalInfo, jsonable
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import dependent_reads as reads
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import journal_pages as journal_store
@@ -180,7 +180,7 @@ def _journal(models: Models, runner: Runner, job_id: str, live: bool,
                              int(r.entries), r.last_id, r.last_recorded_at) for r in rows]
         summary = journal_store.journal_summary(models, runner, job_id)
     else:
-        whole = archived.fetch_journal(models, runner, job_id)
+        whole = archive_reads.fetch_journal(models, runner, job_id)
         lines = fold(whole, start, starts.limit + 1)
         noted = [r.note for r in whole if r.note is not None]
         summary = JournalSummary(len(whole), whole[-1].outcome if whole else None, noted[-1] if noted else None)
@@ -194,7 +194,7 @@ def _steps(models: Models, runner: Runner, job_id: str, live: bool, starts: Star
     if live:
         records, total = step_store.read_page(models, runner, job_id, after, starts.limit + 1)
     else:
-        kept = archived.kept_rows(models, runner, job_id, models.steps_table, ("started_at", "name")) or []
+        kept = archive_reads.kept_rows(models, runner, job_id, models.steps_table, ("started_at", "name")) or []
         records = [r for r in kept if after is None or (r.started_at, r.name) > after][:starts.limit + 1]
         total = len(kept)
     steps = [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
@@ -210,7 +210,7 @@ def job_sections(models: Models, engine: sa.Engine, job_id: str, starts: Starts 
         raise InvalidOption(f"limit must be between 1 and {MOST}, got {starts.limit}")
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         live = history_store.fetch_job(models, session, JobParams(job_id=job_id)) is not None
-        if not live and archived.archived_status(models, session, job_id) is None:
+        if not live and archive_reads.archived_status(models, session, job_id) is None:
             raise job_not_found(models, job_id)
         journal, summary = _journal(models, session, job_id, live, starts)
         return JobSections(journal=journal, parents=_parents(models, session, job_id, starts),

@@ -29,7 +29,7 @@ from venturi_sa.errors import InvalidOption, InvalidTransition, SignalConflict, 
 from venturi_sa.models import Models
 from venturi_sa.ops.history import job_not_found
 from venturi_sa.ops.transaction import reading, short_transaction
-from venturi_sa.storage import archive_reads as archived
+from venturi_sa.storage import archive_reads
 from venturi_sa.storage import signals as signal_store
 from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.params import Runner
@@ -155,7 +155,7 @@ def signal_in(models: Models, runner: Runner, job_id: str, name: str, payload: A
     outcome = signal_store.send(models, runner, job_id, name, stored, caps)
     result = outcome.result
     if result is SignalResult.NOT_FOUND:
-        status = archived.archived_status(models, runner, job_id)
+        status = archive_reads.archived_status(models, runner, job_id)
         if status is not None:
             raise InvalidTransition(f"cannot signal job {job_id}: it is already {status} (archived)")
         raise job_not_found(models, job_id)
@@ -211,7 +211,7 @@ def signals(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[Signa
 
 
 def _archived(models: Models, runner: Runner, job_id: str, table: sa.Table, order: Sequence[str]) -> list[Any]:
-    kept = archived.kept_rows(models, runner, job_id, table, order)
+    kept = archive_reads.kept_rows(models, runner, job_id, table, order)
     if kept is None:
         raise job_not_found(models, job_id)
     return kept

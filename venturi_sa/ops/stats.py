@@ -17,8 +17,7 @@ from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage import archive_reads as archived
-from venturi_sa.storage import dependent_reads
+from venturi_sa.storage import archive_reads, dependent_reads
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage import steps as step_store
@@ -30,7 +29,7 @@ def stats(models: Models, engine: sa.Engine, registry: Registry | None = None) -
     """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = stats_store.read_stats(models, session, StatsParams())
-        raw = dataclasses.replace(raw, counts=[*raw.counts, *archived.counts(models, session)])  # same snapshot
+        raw = dataclasses.replace(raw, counts=[*raw.counts, *archive_reads.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
         waiting = dependent_reads.waiting_count(models, session)
         held = step_store.held_counts(models, session)

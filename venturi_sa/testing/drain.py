@@ -35,9 +35,9 @@ from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.outcome_hooks import hook_call
+from venturi_sa.worker.pipeline_stages import exception_note, failure
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import exception_note, failure
 
 TEST_WORKER = f"venturi.testing:{os.getpid()}"
 """``claimed_by`` of the jobs a test helper runs."""

@@ -22,8 +22,8 @@ from venturi_sa.testing.drain import TEST_WORKER
 from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import NOT_RUN, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session
+from venturi_sa.worker.pipeline_stages import UNSTORED_RESULT, note_text
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import UNSTORED_RESULT, note_text
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

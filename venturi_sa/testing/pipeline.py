@@ -33,8 +33,8 @@ from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline
+from venturi_sa.worker.pipeline_stages import await_here
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import await_here
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -105,7 +105,7 @@ def run_awaiting(run: Run, registry: Registry) -> Any:
 
     The worker's own steps (decode, run, classify, cancel, outcome hooks),
     with the coroutine awaited on the test's loop
-    (:func:`~venturi_sa.worker.run_steps.await_here`); no time limit is armed.
+    (:func:`~venturi_sa.worker.pipeline_stages.await_here`); no time limit is armed.
     """
     return run_pipeline(run, registry, awaiter=await_here)
 

@@ -22,7 +22,7 @@ from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
 from venturi_sa.ops.transaction import short_transaction
-from venturi_sa.storage import archive_dashboard as archived
+from venturi_sa.storage import archive_dashboard
 from venturi_sa.storage import dashboard as dashboard_store
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
@@ -131,11 +131,11 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     span, seconds = WINDOWS[window]
     params = WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
-        counts = _counts(archived.add_archive_counts(
+        counts = _counts(archive_dashboard.add_archive_counts(
             models, session, dashboard_store.fetch_overview_counts(models, session, params), params))
-        activity = archived.add_activity(dashboard_store.fetch_activity(models, session, params),
-                                         archived.activity(models, session, params))
-        latency = archived.fetch_latency(models, session, params)  # the live table and the archive together
+        activity = archive_dashboard.add_activity(dashboard_store.fetch_activity(models, session, params),
+                                         archive_dashboard.activity(models, session, params))
+        latency = archive_dashboard.fetch_latency(models, session, params)  # the live table and the archive together
     starts = _buckets(counts.as_of, span, seconds)
     done: dict[tuple[int, str], float] = {}
     for bucket, outcome, n in map(tuple, activity):
@@ -164,7 +164,7 @@ class Jobs:
 def jobs(models: Models, engine: sa.Engine, params: JobPageParams) -> Jobs:
     """One page of the jobs list (see :func:`venturi_sa.storage.dashboard.fetch_job_page`)."""
     with short_transaction(models, engine, "REPEATABLE READ") as session:  # one snapshot for both tables
-        page = archived.fetch_job_page_both(models, session, params)
+        page = archive_dashboard.fetch_job_page_both(models, session, params)
     return Jobs(items=[JobInfo(**r._mapping) for r in page.rows], next_after=page.next_after,
                 scanned_to=page.scanned_to,
                 errors={r[0]: f"{r[1]}: {r[2]}" if r[2] else str(r[1]) for r in page.errors})
@@ -198,7 +198,7 @@ def selection(models: Models, engine: sa.Engine, job_ids: list[str]) -> dict[str
     """``{id: (kind, status)}`` of the ids that exist, in one short transaction (ids not found are absent)."""
     with short_transaction(models, engine) as session:
         found = dashboard_store.fetch_selection(models, session, SelectionParams(job_ids=job_ids))
-        return {**archived.fetch_selection(models, session, [i for i in job_ids if i not in found]), **found}
+        return {**archive_dashboard.fetch_selection(models, session, [i for i in job_ids if i not in found]), **found}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +284,7 @@ def detail(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECT
     with short_transaction(models, engine) as session:
         found = dashboard_store.fetch_job_detail(models, session, job_id)
         if found.row is None:
-            found = archived.fetch_job_detail(models, session, job_id)
+            found = archive_dashboard.fetch_job_detail(models, session, job_id)
     if found.row is None or found.now is None:
         return None
     try:

@@ -23,9 +23,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
+from venturi_sa.worker.pipeline_stages import exception_note
 from venturi_sa.worker.recording import always, log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 

@@ -7,7 +7,7 @@ listener reconnect), sooner when a ``NOTIFY`` with
 renew at once.  Delivery sets the run's :class:`CancelState` (what
 ``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
 the run ends, whatever the handler returned, the pipeline's control step
-(:func:`venturi_sa.worker.run_steps.control`) replaces its outcome: ``dead``
+(:func:`venturi_sa.worker.pipeline_stages.control`) replaces its outcome: ``dead``
 with the cancel note (a retryable failure for a time limit,
 :func:`time_limit`), its ``ctx.session`` work rolled back.  A run that
 already handed its outcome on keeps it: the fenced write decides, so

@@ -31,11 +31,11 @@ from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
+from venturi_sa.worker.pipeline_stages import absorb, close_quietly, exception_note
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
 from venturi_sa.worker.run_sessions import RunSession
-from venturi_sa.worker.run_steps import absorb, close_quietly, exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 

@@ -104,7 +104,7 @@ class RunHooks:
             try:
                 changed = hook(ctx, params)
             except BaseException as exc:  # noqa: BLE001 - user code; the outcome stands
-                if isinstance(exc, KeyboardInterrupt):  # as run_steps.absorb (which imports this module)
+                if isinstance(exc, KeyboardInterrupt):  # as pipeline_stages.absorb (which imports this module)
                     raise
                 logger.exception("on_outcome hook %r raised; the outcome is kept", hook)
                 continue

@@ -11,7 +11,7 @@ from venturi_sa.storage.backend import Backend, Transactions, Tx
 from venturi_sa.storage.params import PING, Fence, RecoverParams, RenewParams
 from venturi_sa.worker.cancel import deliver_cancel
 from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.run_steps import exception_note
+from venturi_sa.worker.pipeline_stages import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 NUDGE_SLICE = 0.1  # the longest a stop waits for the lease keeper's sleep

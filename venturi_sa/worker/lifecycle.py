@@ -140,7 +140,7 @@ class Threads:
     completer: Completer
     listener: WorkerListener | None = None
     firer: threading.Thread | None = None  # venturi_sa.periodic.Firer: reconciles, then fires schedules
-    owed: threading.Thread | None = None  # venturi_sa.worker.owed.OwedCaller: makes owed on_dead calls
+    owed: threading.Thread | None = None  # venturi_sa.worker.owed_calls.OwedCaller: makes owed on_dead calls
     archiver: threading.Thread | None = None  # venturi_sa.worker.archiver.Archiver: moves terminal jobs
 
     def start(self) -> None:

@@ -9,13 +9,13 @@ lease was lost) the hook is not called and nothing commits.  The hook is
 the one of the outcome the write recorded, not the one the run asked for:
 a ``retried`` (or ``paused``) that a cancel request still undelivered
 turned into ``dead`` calls no ``on_retry``; its ``on_dead`` is owed and made
-once, by the next worker of the kind (:mod:`venturi_sa.dead_calls`).  A hook that
+once, by the next worker of the kind (:mod:`venturi_sa.owed_calls`).  A hook that
 raises rolls the whole transaction back (the handler's session work too)
 and the run is recorded as a retryable failure saying so, without calling
 a hook again.  Not called here for a job whose stored payload cannot be
 decoded.  Every transition to ``dead`` that is not a worker's own run (a
 stale recovery, an undelivered cancel, an operator action) gets its
-``on_dead`` through :mod:`venturi_sa.dead_calls`.
+``on_dead`` through :mod:`venturi_sa.owed_calls`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def hook_call(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Se
     (:func:`venturi_sa.storage.outcomes.recorded`).  Where it is not
     ``params.outcome`` (a stored cancel turned the run's ``retried`` or
     ``paused`` into ``dead``), no hook runs here: that statement owed the
-    ``on_dead`` call, which :mod:`venturi_sa.dead_calls` makes once.  A run
+    ``on_dead`` call, which :mod:`venturi_sa.owed_calls` makes once.  A run
     suspended in a durable wait gets its wake check instead (``worker/durable.py``).
     """
     if recorded is not params.outcome:

@@ -3,16 +3,16 @@
 An executor thread hands each claimed run to :meth:`RunPipeline.handle`,
 which takes it through these steps, in this order:
 
-1. **prepare** (:func:`~venturi_sa.worker.run_steps.prepare`): resolve the
+1. **prepare** (:func:`~venturi_sa.worker.pipeline_stages.prepare`): resolve the
    task type, decode the payload and the carry; poison input ends ``dead``.
-2. **execute** (:func:`~venturi_sa.worker.run_steps.execute`): call the
+2. **execute** (:func:`~venturi_sa.worker.pipeline_stages.execute`): call the
    handler under its time limit (:func:`~venturi_sa.worker.cancel.time_limit`).
    An ``async def`` handler runs as a task on the worker's loop and this
    thread waits for that task itself, so the run is not over until the
    coroutine, its ``except CancelledError``/``finally`` code included, is.
-3. **classify** (:func:`~venturi_sa.worker.run_steps.classify`): the return
+3. **classify** (:func:`~venturi_sa.worker.pipeline_stages.classify`): the return
    value or exception becomes a validated ``FinishParams``.
-4. **apply control** (:func:`~venturi_sa.worker.run_steps.control`): a cancel
+4. **apply control** (:func:`~venturi_sa.worker.pipeline_stages.control`): a cancel
    or a time limit that reached the run replaces that outcome.
 
    Steps 1-4 are :func:`decide`, the one place a run's outcome is decided.
@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from venturi_sa.dead_calls import overrides_on_dead
+from venturi_sa.owed_calls import overrides_on_dead
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Registry
@@ -58,8 +58,7 @@ from venturi_sa.worker.completer import Completer, Persist, Refused
 from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.inflight import InFlight, Start
 from venturi_sa.worker.joblog import current_job
-from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import (
+from venturi_sa.worker.pipeline_stages import (
     Awaiter,
     absorb,
     await_on_loop,
@@ -72,6 +71,7 @@ from venturi_sa.worker.run_steps import (
     note_text,
     prepare,
 )
+from venturi_sa.worker.run import Run
 
 logger = logging.getLogger("venturi_sa.worker")
 SESSION_ATTEMPTS = 3  # executions of a ctx.session handler whose commit a transient fault lost
@@ -86,7 +86,7 @@ def decide(run: Run, registry: Registry, awaiter: Awaiter = await_on_loop) -> An
     Returns what the handler returned or raised (``NOT_RUN`` if it was not
     called), for callers that want it, such as the testing helpers.  An
     ``async def`` handler is awaited through ``awaiter``: on the worker's loop
-    under its time limit, or (:func:`~venturi_sa.worker.run_steps.await_here`,
+    under its time limit, or (:func:`~venturi_sa.worker.pipeline_stages.await_here`,
     the testing helpers) on the caller's loop, where no time limit is armed.
     """
     started = time.monotonic()
@@ -122,7 +122,7 @@ def refused(run: Run, why: Refused) -> FinishParams:
     ``on_dead`` raised); anything else becomes a retryable failure saying why,
     except that a handler that raised keeps the failure it was classified
     with.  A ``dead`` result whose task overrides ``on_dead`` owes that call:
-    the next worker of its kind makes it (:mod:`venturi_sa.dead_calls`).
+    the next worker of its kind makes it (:mod:`venturi_sa.owed_calls`).
     """
     params = run.params
     assert params is not None

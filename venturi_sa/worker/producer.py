@@ -28,7 +28,7 @@ from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
 from venturi_sa.worker.inflight import InFlight
-from venturi_sa.worker.run_steps import exception_note
+from venturi_sa.worker.pipeline_stages import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 DEFAULT_LEASE = timedelta(seconds=60)

@@ -12,8 +12,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.worker.joblog import logger as job_logger
+from venturi_sa.worker.pipeline_stages import exception_note
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import exception_note
 
 logger = logging.getLogger("venturi_sa.worker")
 T = TypeVar("T")

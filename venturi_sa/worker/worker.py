@@ -47,7 +47,7 @@ from venturi_sa.worker.inflight import InFlight
 from venturi_sa.worker.lease_keeper import LeaseKeeper
 from venturi_sa.worker.listener import WorkerListener
 from venturi_sa.worker.loop import worker_loop
-from venturi_sa.worker.owed import OwedCaller
+from venturi_sa.worker.owed_calls import OwedCaller
 from venturi_sa.worker.pipeline import RunPipeline
 from venturi_sa.worker.producer import DEFAULT_LEASE, Producer
 from venturi_sa.worker.run import Run

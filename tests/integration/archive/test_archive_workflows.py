@@ -19,10 +19,11 @@ from support.waiting import WAIT, wait_until
 from support.workers import enqueue
 
 from venturi_sa import Die, JobContext, Queue, Task
-from venturi_sa.dead_calls import make_owed_calls
+from venturi_sa.owed_calls import make_owed_calls
 from venturi_sa.states import Outcome
 from venturi_sa.storage import claim as claims
-from venturi_sa.storage import on_dead, outcomes
+from venturi_sa.storage import outcomes
+from venturi_sa.storage import owed_calls as owed_rows
 from venturi_sa.storage.params import ClaimParams, FinishManyParams, FinishParams
 
 fail_once: set[int] = set()
@@ -218,7 +219,7 @@ def test_requeue_with_dependents_moves_back_a_large_killed_fan_out_beside_a_back
     killed = enqueue(engine, queue, *[Total() for _ in range(1000)], after=[parent])
     drain(queue, engine)
     with Session(engine) as s, s.begin():  # a worker of the kind deletes the owed rows (no on_dead)
-        assert on_dead.discard(models, s, ["total"]) == 1000
+        assert owed_rows.discard(models, s, ["total"]) == 1000
     assert queue.archive(engine, batch_size=2000) == 1 + 3000 + 1000
 
     queue.requeue(engine, parent, with_dependents=True)

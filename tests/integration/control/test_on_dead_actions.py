@@ -12,9 +12,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from support.workers import enqueue
 
 from venturi_sa import JobContext, Queue, Task
-from venturi_sa.dead_calls import MAX_RETRY_WAIT, retry_wait
+from venturi_sa.owed_calls import MAX_RETRY_WAIT, retry_wait
 from venturi_sa.worker.outcome_hooks import OutcomeContext
-from venturi_sa.worker.owed import OwedCaller
+from venturi_sa.worker.owed_calls import OwedCaller
 
 ATTEMPTS_BEFORE_IT_WORKS = 1
 

@@ -19,7 +19,7 @@ from venturi_sa.storage import claim as claims
 from venturi_sa.storage import recovery
 from venturi_sa.storage.params import ClaimParams, RecoverParams
 from venturi_sa.worker.outcome_hooks import OutcomeContext
-from venturi_sa.worker.owed import OwedCaller
+from venturi_sa.worker.owed_calls import OwedCaller
 
 hooked: list[str] = []
 

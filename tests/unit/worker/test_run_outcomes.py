@@ -13,8 +13,8 @@ from venturi_sa import Complete, Die, JobContext, Outcome, Pause, Retry, Task
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
 from venturi_sa.worker.pipeline import decide as process
+from venturi_sa.worker.pipeline_stages import classify
 from venturi_sa.worker.run import Run
-from venturi_sa.worker.run_steps import classify
 
 
 class Steps(Schema):

@@ -17,7 +17,7 @@ transaction that made the job ``dead``.  :func:`make_owed_calls` makes them:
 A hook that raises is retried with a backoff (``attempts``, ``last_error``
 and ``not_before`` on the row).  A row of a kind whose task does not
 override ``on_dead`` owes nothing: an action with the task deletes it, and
-so does every worker running the kind (:mod:`venturi_sa.worker.owed`).
+so does every worker running the kind (:mod:`venturi_sa.worker.owed_calls`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from venturi_sa.states import Outcome
-from venturi_sa.storage import on_dead
+from venturi_sa.storage import owed_calls as owed_rows
 from venturi_sa.task import Registry, Task
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def make_owed_calls(session: Session, models: Models, registry: Registry, *, kin
     if not wanted and not job_ids:
         return 0
     handled = 0
-    for row in on_dead.take(models, session, kinds=wanted, job_ids=job_ids or (), limit=limit):
+    for row in owed_rows.take(models, session, kinds=wanted, job_ids=job_ids or (), limit=limit):
         if row.kind in registry:
             _make(session, models, registry.get(row.kind), row)
             handled += 1
@@ -72,7 +72,7 @@ def make_owed_calls(session: Session, models: Models, registry: Registry, *, kin
 def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> None:
     """One owed call in a Core savepoint (application session events fire only at the real commit)."""
     if not overrides_on_dead(task_type):
-        on_dead.settle(models, session, row.id)
+        owed_rows.settle(models, session, row.id)
         return
     from venturi_sa.worker.outcome_hooks import OutcomeContext  # the worker's hook context, loaded on use
 
@@ -86,7 +86,7 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
                              carry=row.carry, session=session, log=log)
         task.on_dead(ctx, row.note)
         session.flush()
-        on_dead.settle(models, session, row.id)
+        owed_rows.settle(models, session, row.id)
     except Exception as exc:  # noqa: BLE001 - user code; the call stays owed
         savepoint.rollback()
         _forget_unflushed(session)
@@ -94,7 +94,7 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         wait = retry_wait(row.attempts)
         logger.error("%s.on_dead for job %s raised %s; retrying in %s", task_type.__name__, row.job_id, error,
                      wait, exc_info=True)
-        on_dead.defer(models, session, row.id, error, wait)
+        owed_rows.defer(models, session, row.id, error, wait)
         return
     savepoint.commit()
 

@@ -1,4 +1,4 @@
-"""The worker's part in :mod:`venturi_sa.dead_calls`: make the owed ``on_dead`` calls of its kinds.
+"""The worker's part in :mod:`venturi_sa.owed_calls`: make the owed ``on_dead`` calls of its kinds.
 
 A thread: every ``every`` seconds it deletes, in one transaction, the owed
 rows of the kinds it runs whose task does not override ``Task.on_dead``
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from venturi_sa.dead_calls import make_owed_calls, overrides_on_dead
 from venturi_sa.models import Models
-from venturi_sa.storage import on_dead
+from venturi_sa.owed_calls import make_owed_calls, overrides_on_dead
+from venturi_sa.storage import owed_calls as owed_rows
 from venturi_sa.task import Registry
 
 logger = logging.getLogger("venturi_sa.worker")
@@ -55,7 +55,7 @@ class OwedCaller(threading.Thread):
         made = 0
         if self.hookless:
             with self.sessions() as session, session.begin():
-                made += on_dead.discard(self.models, session, self.hookless)
+                made += owed_rows.discard(self.models, session, self.hookless)
         while self.kinds and not self.stopping.is_set():
             with self.sessions() as session, session.begin():
                 if not make_owed_calls(session, self.models, self.registry, kinds=self.kinds, limit=1):
