@@ -43,9 +43,9 @@ from sqlalchemy.orm import Session
 
 import alembic_venturi
 from venturi_sa import Queue, Task, Worker, make_models
-from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.storage import limited_claim
 from venturi_sa.storage.params import ClaimParams
+from venturi_sa.task import declared_limits_of
 
 PREFIX = "keyedscale"
 SCENARIOS = ("plain", "keyed100", "keyed10k", "dominant")

@@ -10,6 +10,10 @@ exported here too.
 
 from __future__ import annotations
 
+from venturi_sa.declarations.limit_rules import Rate
+from venturi_sa.declarations.merge_rules import Coalesce, Debounce, Independent
+from venturi_sa.declarations.run_outcomes import Complete, Die, Pause, Retry
+from venturi_sa.declarations.task_contexts import JobContext, OutcomeContext
 from venturi_sa.errors import (
     BadPrefix,
     DependencyCycle,
@@ -29,8 +33,6 @@ from venturi_sa.errors import (
     UnknownKind,
     VenturiError,
 )
-from venturi_sa.limit_policy import Rate
-from venturi_sa.merge_policies import Debounce
 from venturi_sa.models import Models, make_models
 from venturi_sa.ops.cancel import Cancelled
 from venturi_sa.ops.explain import Explanation
@@ -38,12 +40,11 @@ from venturi_sa.ops.job_steps import SignalInfo, Signalled, StepInfo
 from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
-from venturi_sa.outcomes import Coalesce, Complete, Die, Independent, Pause, Retry
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome, Status
 from venturi_sa.task import Priority, Registry, Task, task
-from venturi_sa.worker import JobContext, OutcomeContext, Worker, WorkerApp, WorkerOptions
+from venturi_sa.worker import Worker, WorkerApp, WorkerOptions
 
 __all__ = [
     "BadPrefix",

@@ -21,10 +21,11 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from venturi_sa import limit_keying, merge_policies, payloads
+from venturi_sa import limit_keying, merging, payloads
+from venturi_sa.declarations.merge_rules import Coalesce, Independent
+from venturi_sa.declarations.time_checks import check_delay, check_run_at, check_timeout
 from venturi_sa.errors import InvalidOption, UnknownKind
 from venturi_sa.models import JobBase, Models, new_job_id, new_job_ids
-from venturi_sa.outcomes import Coalesce, Independent
 from venturi_sa.storage import enqueue as stored
 from venturi_sa.storage import timeouts
 from venturi_sa.storage.enqueue import (
@@ -39,7 +40,6 @@ from venturi_sa.storage.enqueue import (
 from venturi_sa.storage.session_adds import enqueue_time, literal_visible_time
 from venturi_sa.storage.timeouts import TimeoutsParams
 from venturi_sa.task import Registry, Task, check_priority
-from venturi_sa.time_checks import check_delay, check_run_at, check_timeout
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _decide(models: Models, session: Session, prepared: list[_Prepared], max_byt
         if sibling.existing is None and sibling.new is None:
             sibling.new, sibling.payload = p, p.payload
             continue
-        merged = _merged_payload(p, merge_policies.decide(p.task, p.payload, sibling.view(models), Task.merge),
+        merged = _merged_payload(p, merging.decide(p.task, p.payload, sibling.view(models), Task.merge),
                                  max_bytes)
         if merged is None:
             continue
@@ -264,8 +264,8 @@ def enqueue_many(models: Models, session: Session, call: Call) -> list[JobBase]:
     deduplicated = any(p.dedup_key is not None for p in call.tasks)
     siblings = _decide(models, session, call.tasks, call.max_bytes) if deduplicated else {}
     jobs = _write(models, session, call.tasks, siblings, call.when, call.notify)
-    if deduplicated:  # debounce and throttle move the jobs they created or merged into (merge_policies)
-        merge_policies.hold(models, session, [(type(p.task), p.dedup_key, j)
+    if deduplicated:  # debounce and throttle move the jobs they created or merged into (merging)
+        merging.hold(models, session, [(type(p.task), p.dedup_key, j)
                                               for p, j in zip(call.tasks, jobs, strict=True)])
     _limit(models, session, call)
     limit_keying.store_new(models, session, call.tasks, {s.target_id: s.payload for s in siblings.values() if s.notes})

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from venturi_sa.declarations.limit_rules import check_key
 from venturi_sa.errors import InvalidPayload, VenturiError
-from venturi_sa.limit_policy import check_key, is_keyed
 from venturi_sa.models import Models
 from venturi_sa.storage import limit_keys as store
 from venturi_sa.storage.params import Runner
-from venturi_sa.task import Task
+from venturi_sa.task import Task, is_keyed
 
 
 class _Prepared(Protocol):

@@ -16,34 +16,46 @@ when venturi is imported):
   transaction commits, dropped on rollback.  Jobs inserted by
   ``queue.enqueue`` never pass through here (their INSERT carries its own
   NOTIFY); a prefix whose queues all have ``notify=False`` sends none.
+
+A queue registers itself here when it is made (:func:`register`); this
+module knows it only as an :class:`AddedJobsQueue`, the few attributes the
+listeners read, so it sits below the queue.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.declarations.time_checks import check_timeout
 from venturi_sa.errors import UnknownKind
-from venturi_sa.models import JobBase
+from venturi_sa.models import JobBase, Models
 from venturi_sa.models.job_ids import check_job_id
 from venturi_sa.prefix import Names
 from venturi_sa.states import Status
 from venturi_sa.storage.session_adds import notify_kinds
-from venturi_sa.task import check_priority
-from venturi_sa.time_checks import check_timeout
-
-if TYPE_CHECKING:
-    from venturi_sa.queue import Queue
-
-_QUEUES: dict[type, list[Queue]] = {}
+from venturi_sa.task import Registry, check_priority
 
 
-def register(queue: Queue) -> None:
+class AddedJobsQueue(Protocol):
+    """What the flush listeners read of a queue (a :class:`~venturi_sa.Queue` is one)."""
+
+    models: Models
+    registry: Registry
+    max_payload_bytes: int
+    check_added_jobs: bool
+    notify: bool
+
+
+_QUEUES: dict[type, list[AddedJobsQueue]] = {}
+
+
+def register(queue: AddedJobsQueue) -> None:
     """Make ``queue`` known to its models' ``Job`` class (for the flush checks and ``notify``).
 
     Held for the life of the process, as SQLAlchemy holds its mapped classes.
@@ -51,7 +63,7 @@ def register(queue: Queue) -> None:
     _QUEUES.setdefault(queue.models.Job, []).append(queue)
 
 
-def queues_of_models() -> list[Queue]:
+def queues_of_models() -> list[AddedJobsQueue]:
     """Every queue made in this process, in the order made."""
     return [queue for queues in _QUEUES.values() for queue in queues]
 
@@ -60,7 +72,7 @@ def _new_jobs(session: Session) -> list[JobBase]:
     return [obj for obj in session.new if isinstance(obj, JobBase)]
 
 
-def check_job(job: JobBase, queues: list[Queue]) -> None:
+def check_job(job: JobBase, queues: list[AddedJobsQueue]) -> None:
     """Raise as enqueue would if no checking queue of ``job``'s models accepts its kind and payload."""
     for queue in queues:
         if job.kind in queue.registry:

@@ -29,25 +29,23 @@ import difflib
 import enum
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from marshmallow import Schema
 
 from venturi_sa import payloads
+from venturi_sa.declarations.limit_rules import MAX_COUNT, KindLimits, Rate, check_limits
+from venturi_sa.declarations.merge_rules import Coalesce, Debounce, MergeDecision, check_policies
+from venturi_sa.declarations.task_contexts import JobContext, OutcomeContext
+from venturi_sa.declarations.time_checks import check_timeout
 from venturi_sa.errors import DuplicateKind, InvalidOption, InvalidPayload, UnknownKind
-from venturi_sa.limit_policy import MAX_COUNT, Rate, check_limits
-from venturi_sa.merge_policies import Debounce, check_policies
-from venturi_sa.outcomes import Coalesce, MergeDecision
-from venturi_sa.time_checks import check_timeout
 
 if TYPE_CHECKING:
     from venturi_sa.models import JobBase
-    from venturi_sa.worker.context import JobContext
-    from venturi_sa.worker.outcome_hooks import OutcomeContext
 
-Handler = Callable[[Any, "JobContext"], object]
+Handler = Callable[[Any, JobContext], object]
 """What :func:`task` decorates: ``fn(payload, ctx)``, plain or ``async def``.
 
 It returns an outcome, ``None`` (``Complete()``) or any JSON value (the job's result).
@@ -111,7 +109,7 @@ class Task:
     schedule: ClassVar[str | list[str] | None] = None
     """Cron expression(s) (UTC) at which a job of this kind with an empty payload is inserted (docs/periodic.md)."""
     timeout: ClassVar[timedelta | None] = None
-    debounce: ClassVar[Debounce | None] = None  # keyed by dedup_key (venturi_sa.merge_policies, docs/debounce.md)
+    debounce: ClassVar[Debounce | None] = None  # keyed by dedup_key (declarations/merge_rules.py, docs/debounce.md)
     throttle: ClassVar[timedelta | None] = None  # one start per window per dedup_key (same)
     global_concurrency: ClassVar[int | None] = None  # limits across every worker: docs/limits.md
     key_concurrency: ClassVar[int | None] = None
@@ -190,7 +188,7 @@ class Task:
         """
         raise NotImplementedError(f"{type(self).__name__}.run is not implemented")
 
-    # Outcome hooks (see venturi_sa/worker/outcome_hooks.py): override to change the
+    # Outcome hooks (run by venturi_sa/worker/outcome_hooks.py and venturi_sa/owed_calls.py): override to change the
     # application's own rows in the very transaction that records the outcome.
     def on_complete(self, ctx: OutcomeContext, result: Any) -> None:
         """Called in the transaction recording ``completed``, after its fenced write; ``ctx.session`` is it.
@@ -233,8 +231,25 @@ def _check_policy(cls: type[Task]) -> None:
     if cls.concurrency is not None and (not isinstance(cls.concurrency, int) or not 1 <= cls.concurrency <= MAX_COUNT):
         raise InvalidOption(f"{cls.__name__}.concurrency must be None or an integer from 1 to {MAX_COUNT}")
     check_timeout(cls.timeout, f"{cls.__name__}.timeout")
-    check_policies(cls, Task.dedup_key)
-    check_limits(cls)
+    check_policies(cls.__name__, cls.debounce, cls.throttle, keyed=cls.dedup_key is not Task.dedup_key)
+    check_limits(cls.__name__, declared_limits(cls))
+
+
+def is_keyed(cls: type[Task]) -> bool:
+    """True if ``cls`` overrides ``Task.limit_key`` (its key limits and fair claims go by that key)."""
+    return cls.limit_key is not Task.limit_key
+
+
+def declared_limits(cls: type[Task]) -> KindLimits:
+    """The limits ``cls`` declares, as written on the class (checked when it was defined)."""
+    return KindLimits(global_concurrency=cls.global_concurrency, key_concurrency=cls.key_concurrency,
+                      rate_limit=cls.rate_limit, key_rate_limit=cls.key_rate_limit, keyed=is_keyed(cls))
+
+
+def declared_limits_of(tasks: Iterable[type[Task]]) -> dict[str, KindLimits]:
+    """``kind -> KindLimits`` of the tasks that declare a limit or a limit key."""
+    found = {t.KIND: declared_limits(t) for t in tasks}
+    return {kind: limits for kind, limits in found.items() if limits.any}
 
 
 POLICY_KEYS = ("priority", "max_failures", "lease", "concurrency", "timeout", "backoff", "dedup_key", "schedule",

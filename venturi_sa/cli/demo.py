@@ -14,11 +14,12 @@ from typing import Any
 from marshmallow import Schema, fields
 from sqlalchemy.orm import Session
 
+from venturi_sa.declarations.merge_rules import Coalesce, MergeDecision
+from venturi_sa.declarations.run_outcomes import Complete, Pause, RunOutcome
+from venturi_sa.declarations.task_contexts import JobContext
 from venturi_sa.models import JobBase
-from venturi_sa.outcomes import Coalesce, Complete, MergeDecision, Pause, RunOutcome
 from venturi_sa.queue import Queue
 from venturi_sa.task import Priority, Task
-from venturi_sa.worker.context import JobContext
 
 WORK = 0.15  # seconds of pretend work per run
 REVIEW_DELAY = timedelta(seconds=2)

@@ -18,8 +18,8 @@ from venturi_sa.cli.durations import BadDuration, parse_duration
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import APP_META, actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
+from venturi_sa.declarations.limit_rules import Rate
 from venturi_sa.errors import InvalidOption
-from venturi_sa.limit_policy import Rate
 from venturi_sa.ops.limits import UNSET, LimitInfo
 from venturi_sa.queue import Queue
 

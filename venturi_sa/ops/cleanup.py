@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from venturi_sa.declarations.limit_rules import MAX_COUNT
 from venturi_sa.errors import InvalidOption
-from venturi_sa.limit_policy import MAX_COUNT
 from venturi_sa.models import Models
 from venturi_sa.ops.archive import cleanup_archive
 from venturi_sa.ops.checks import aware, statuses

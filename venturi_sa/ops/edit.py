@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from venturi_sa import limit_keying, payloads
+from venturi_sa.declarations.time_checks import check_delay, check_run_at
 from venturi_sa.errors import InvalidOption, InvalidTransition, UnknownKind
 from venturi_sa.models import Models
 from venturi_sa.ops import dependents as workflow
@@ -28,7 +29,6 @@ from venturi_sa.storage import steps as step_store
 from venturi_sa.storage.edits import EditParams
 from venturi_sa.storage.history import JobParams
 from venturi_sa.task import Registry, Task, check_priority
-from venturi_sa.time_checks import check_delay, check_run_at
 
 
 def _stored_payload(registry: Registry, kind: str, payload: Any, max_bytes: int) -> Any:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from venturi_sa.merge_policies import held_sentence
+from venturi_sa.declarations.merge_rules import held_sentence
+from venturi_sa.merging import timing_of
 from venturi_sa.ops.explain import Explanation
 from venturi_sa.task import Registry
 
@@ -20,10 +21,10 @@ def with_policy_reasons(explanation: Explanation, registry: Registry) -> Explana
     """``explanation`` with its ``scheduled`` reason naming the kind's debounce or throttle, if it has one."""
     if explanation.kind not in registry or not any(r.code == "scheduled" for r in explanation.reasons):
         return explanation
-    task_type = registry.get(explanation.kind)
+    held_by = timing_of(registry.get(explanation.kind))
     reasons = []
     for reason in explanation.reasons:
-        text = held_sentence(task_type, reason.until) if reason.code == "scheduled" and reason.until else None
+        text = held_sentence(held_by, reason.until) if reason.code == "scheduled" and reason.until else None
         reasons.append(replace(reason, text=text) if text is not None else reason)
     return replace(explanation, reasons=reasons)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from venturi_sa.limit_policy import KindLimits, declared_limits
+from venturi_sa.declarations.limit_rules import KindLimits
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import limit_keys
 from venturi_sa.storage import limits as store
-from venturi_sa.task import Registry
+from venturi_sa.task import Registry, declared_limits
 
 
 def in_force(models: Models, session: Any, registry: Registry | None, kind: str) -> KindLimits:

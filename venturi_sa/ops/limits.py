@@ -17,15 +17,15 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from venturi_sa.declarations.limit_rules import KindLimits, Rate, check_count
 from venturi_sa.errors import InvalidOption
-from venturi_sa.limit_policy import KindLimits, Rate, check_count, declared_limits, is_keyed
 from venturi_sa.models import Models
 from venturi_sa.models.limit_tables import LIMIT_NAMES
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
 from venturi_sa.ops.records import jsonable
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import limits as store
-from venturi_sa.task import KIND_PATTERN, Registry
+from venturi_sa.task import KIND_PATTERN, Registry, declared_limits, is_keyed
 
 
 class Unset(enum.Enum):

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from venturi_sa.declarations.time_checks import check_delay, check_run_at
 from venturi_sa.errors import InvalidOption, InvalidTransition
 from venturi_sa.models import Models
 from venturi_sa.ops.checks import DEFAULT_ACTOR, check_text
@@ -22,7 +23,6 @@ from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import pauses as pauses_store
 from venturi_sa.storage.pauses import PATTERN_MARK, PauseParams, ResumeParams
 from venturi_sa.task import KIND_PATTERN
-from venturi_sa.time_checks import check_delay, check_run_at
 
 
 def check_pause_kind(kind: object) -> str:

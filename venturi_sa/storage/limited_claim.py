@@ -31,7 +31,7 @@ server: idle (its client frozen or gone) or waiting on a lock for
   of ``limit``.
 
 Every claim is a start: the claimed rows' starts are logged (rate-limited
-kinds only) and the log is pruned past :data:`~venturi_sa.limit_policy.MAX_RATE_WINDOW`,
+kinds only) and the log is pruned past :data:`~venturi_sa.declarations.limit_rules.MAX_RATE_WINDOW`,
 the longest window a rate may have, so a window widened at runtime still
 sees every start it covers.  Nothing here
 commits; the lock goes with the claim's transaction.
@@ -47,7 +47,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from venturi_sa.limit_policy import MAX_RATE_WINDOW, KindLimits, Rate
+from venturi_sa.declarations.limit_rules import MAX_RATE_WINDOW, KindLimits, Rate
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import claim as plain

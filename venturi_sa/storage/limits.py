@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from venturi_sa.limit_policy import KindLimits, Rate
+from venturi_sa.declarations.limit_rules import KindLimits, Rate
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import drivers

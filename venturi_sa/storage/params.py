@@ -12,8 +12,8 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.declarations.limit_rules import KindLimits
 from venturi_sa.errors import InvalidPayload, VenturiError
-from venturi_sa.limit_policy import KindLimits
 from venturi_sa.states import Outcome
 
 Runner = Session | Connection

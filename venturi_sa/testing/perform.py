@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.binds import require_async_session
+from venturi_sa.declarations.run_outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.errors import InvalidOption, Suspended, UnknownKind, VenturiError
-from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, FinishParams

@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
+from venturi_sa.declarations.time_checks import MAX_DELAY, check_run_at
 from venturi_sa.errors import InvalidOption, LeaseLost, Suspended
 from venturi_sa.states import Outcome
 from venturi_sa.storage import steps as store
 from venturi_sa.storage.params import ClaimedJob, FinishParams, Runner
-from venturi_sa.time_checks import MAX_DELAY, check_run_at
 
 if TYPE_CHECKING:
     from venturi_sa.models import Models

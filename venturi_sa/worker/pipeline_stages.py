@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy.exc import StatementError
 
 from venturi_sa import payloads
+from venturi_sa.declarations.run_outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.errors import InvalidPayload, JobCancelled, Suspended
-from venturi_sa.outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task

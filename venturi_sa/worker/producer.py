@@ -22,8 +22,8 @@ from datetime import timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from venturi_sa.declarations.limit_rules import KindLimits
 from venturi_sa.errors import SchemaNotMigrated
-from venturi_sa.limit_policy import KindLimits
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient, is_undefined_table
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
@@ -77,7 +77,7 @@ class Producer:
         self.on_idle = on_idle
         self.hungry = False  # the last claim filled its limit: slots freed now have work waiting
         self._last_claim = 0.0
-        self.limits: Mapping[str, KindLimits] = {}  # the kinds' declared limits (venturi_sa/limit_policy.py)
+        self.limits: Mapping[str, KindLimits] = {}  # the kinds' declared limits (declarations/limit_rules.py)
 
     # -- one claim -------------------------------------------------------------------
     def params(self, free: int) -> ClaimParams:

@@ -31,11 +31,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from venturi_sa.binds import is_async_engine, require_worker_engine
-from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.periodic.firing import Firer
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, RecoverParams
+from venturi_sa.task import declared_limits_of
 from venturi_sa.worker import lifecycle
 from venturi_sa.worker.archiver import Archiver
 from venturi_sa.worker.checkpoint import Checkpointer

@@ -9,10 +9,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session
 
 import venturi_sa as v
-from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.metrics import PrometheusMetrics, QueueCounts
 from venturi_sa.storage import limited_claim
 from venturi_sa.storage.params import ClaimParams
+from venturi_sa.task import declared_limits_of
 
 
 class Good(v.Task):

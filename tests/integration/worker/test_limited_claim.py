@@ -12,9 +12,9 @@ from support.async_engines import async_engine_fixture  # noqa: F401 - the async
 from support.workers import enqueue
 
 from venturi_sa import Queue, Rate, Task
-from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.storage import limited_claim, limits, pauses
 from venturi_sa.storage.params import ClaimedJob, ClaimParams
+from venturi_sa.task import declared_limits_of
 
 
 class Tenant(Schema):

@@ -17,10 +17,10 @@ from support.waiting import wait_until
 from support.workers import enqueue, running
 
 from venturi_sa import Queue, Task, Worker
-from venturi_sa.limit_policy import declared_limits_of
 from venturi_sa.storage import limited_claim
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, SoonestParams
+from venturi_sa.task import declared_limits_of
 
 
 class Tenant(Schema):

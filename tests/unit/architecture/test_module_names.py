@@ -32,7 +32,6 @@ SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
     "explain.py": (frozenset({"ops", "storage"}), "why a job is not running: the API and the facts its SQL reads"),
     "history.py": (frozenset({"ops", "storage"}), "job history reads: the API and its SQL"),
     "limits.py": (frozenset({"ops", "storage", "cli"}), "limits: the operations, their SQL, and `venturi limits`"),
-    "outcomes.py": (frozenset({"", "storage"}), "what a run returns and merge decides, and the fenced outcome writes"),
     "owed_calls.py": (frozenset({"", "worker", "storage"}), "owed on_dead calls: making them, the worker's thread "
                       "that makes its kinds', and their rows' SQL"),
     "pauses.py": (frozenset({"storage", "web"}), "paused kinds: their SQL, and the dashboard's pause operations"),

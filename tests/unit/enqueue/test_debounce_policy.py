@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from venturi_sa import Debounce, InvalidOption, Queue, Task, make_models, task
-from venturi_sa.merge_policies import held_sentence, timing_of
+from venturi_sa.declarations.merge_rules import NO_TIMING, held_sentence
+from venturi_sa.merging import timing_of
 
 S = timedelta(seconds=1)
 
@@ -71,11 +72,11 @@ def test_a_subclass_inherits_the_policy_and_its_key() -> None:
 def test_the_explain_sentence_names_the_policy_and_the_time() -> None:
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     both = keyed(debounce=Debounce(30 * S, timedelta(minutes=5)), throttle=timedelta(minutes=1))
-    assert held_sentence(both, at) == (
+    assert held_sentence(timing_of(both), at) == (
         "scheduled: debounced until 2026-01-02T03:04:05+00:00 (0:00:30 after the key's latest enqueue, at most "
         "0:05:00 after the key's first enqueue); throttled until 2026-01-02T03:04:05+00:00 "
         "(one start per 0:01:00 per key)")
-    assert held_sentence(keyed(), at) is None and held_sentence(None, at) is None
+    assert held_sentence(timing_of(keyed()), at) is None and held_sentence(NO_TIMING, at) is None
 
 
 def test_queue_job_refuses_a_debounced_task_as_any_keyed_task() -> None:

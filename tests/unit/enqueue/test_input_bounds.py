@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from marshmallow import Schema, fields
 
-from venturi_sa import InvalidOption, InvalidPayload, JobContext, Queue, Task, make_models
+from venturi_sa import InvalidOption, InvalidPayload, Queue, Task, make_models
+from venturi_sa.declarations.time_checks import check_delay, check_run_at
 from venturi_sa.storage.params import ClaimedJob, Fence
-from venturi_sa.time_checks import check_delay, check_run_at
 from venturi_sa.worker.checkpoint import Checkpointer
+from venturi_sa.worker.context import JobContext  # the worker's class: these tests build one
 
 UTC = timezone.utc
 

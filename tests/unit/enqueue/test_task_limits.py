@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from venturi_sa import InvalidOption, Rate, Task, task
-from venturi_sa.limit_policy import KindLimits, check_key, declared_limits, declared_limits_of
+from venturi_sa.declarations.limit_rules import KindLimits, check_key
+from venturi_sa.task import declared_limits, declared_limits_of
 
 
 def test_declared_limits_are_read_from_the_class() -> None:

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from venturi_sa import Complete, Die, JobContext, Outcome, Pause, Retry, Task
+from venturi_sa import Complete, Die, Outcome, Pause, Retry, Task
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
+from venturi_sa.worker.context import JobContext  # the worker's class: these tests build one
 from venturi_sa.worker.pipeline import decide as process
 from venturi_sa.worker.run import Run
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from marshmallow import Schema
 
-from venturi_sa import Complete, JobContext, Outcome, Task
+from venturi_sa import Complete, Outcome, Task
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
+from venturi_sa.worker.context import JobContext  # the worker's class: these tests build one
 from venturi_sa.worker.pipeline import decide
 from venturi_sa.worker.run import Run
 

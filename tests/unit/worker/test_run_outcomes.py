@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from marshmallow import Schema, fields
 
-from venturi_sa import Complete, Die, JobContext, Outcome, Pause, Retry, Task
+from venturi_sa import Complete, Die, Outcome, Pause, Retry, Task
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.task import Registry
+from venturi_sa.worker.context import JobContext  # the worker's class: these tests build one
 from venturi_sa.worker.pipeline import decide as process
 from venturi_sa.worker.pipeline_stages import classify
 from venturi_sa.worker.run import Run

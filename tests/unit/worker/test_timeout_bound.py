@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from venturi_sa import InvalidOption, JobContext, Task, task
+from venturi_sa.declarations.time_checks import check_timeout
 from venturi_sa.enqueue import prepared
 from venturi_sa.task import Registry
-from venturi_sa.time_checks import check_timeout
 
 
 class Plain(Task):
@@ -49,7 +49,7 @@ def test_a_timeout_the_timer_cannot_hold_is_refused_at_declaration() -> None:
 
 def test_the_longest_timeout_fits_the_timer() -> None:
     """``threading.Timer`` waits on a lock; past ``TIMEOUT_MAX`` that wait raises ``OverflowError``."""
-    from venturi_sa.time_checks import MAX_TIMEOUT
+    from venturi_sa.declarations.time_checks import MAX_TIMEOUT
 
     assert MAX_TIMEOUT.total_seconds() < threading.TIMEOUT_MAX < timedelta.max.total_seconds()
     with pytest.raises(OverflowError):

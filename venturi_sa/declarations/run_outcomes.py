@@ -1,4 +1,4 @@
-"""What a task's ``run`` returns, and what its ``merge`` decides.
+"""What a task's ``run`` returns: :class:`Complete`, :class:`Pause`, :class:`Retry` or :class:`Die`.
 
 A handler returns one of :class:`Complete` (or ``None``), :class:`Pause`,
 :class:`Retry` or :class:`Die`, or any other JSON value (the job's result:
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from venturi_sa.errors import InvalidOption
 
@@ -109,23 +108,3 @@ class Die:
 
 RunOutcome = Complete | Pause | Retry | Die
 RUN_OUTCOMES = (Complete, Pause, Retry, Die)
-
-
-@dataclass(frozen=True)
-class Coalesce:
-    """Merge decision: the oldest pending sibling absorbs the new task.
-
-    Its payload becomes ``payload`` (already-serialized fields, validated by
-    the task's schema at enqueue); a ``merged`` journal row is written on it
-    and no new row is created.
-    """
-
-    payload: Any
-
-
-@dataclass(frozen=True)
-class Independent:
-    """Merge decision: insert the new task beside its pending sibling."""
-
-
-MergeDecision = Coalesce | Independent

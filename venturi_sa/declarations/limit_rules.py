@@ -2,21 +2,19 @@
 
 ``Task.global_concurrency``, ``Task.key_concurrency`` (with ``Task.limit_key``),
 ``Task.rate_limit`` and ``Task.key_rate_limit`` are checked when the class is
-defined; the worker hands the declared values to the claim, where a runtime
-override (``queue.set_limit``) replaces them (docs/limits.md).
+defined (:func:`check_limits` on the values ``venturi_sa.task.declared_limits``
+reads off the class); the worker hands the declared values to the claim,
+where a runtime override (``queue.set_limit``) replaces them (docs/limits.md).
+Pure values and checks: nothing here touches a database.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from venturi_sa.errors import InvalidOption
-
-if TYPE_CHECKING:
-    from venturi_sa.task import Task
 
 MAX_RATE_WINDOW = timedelta(days=1)
 """The longest ``Rate.per``: the sliding log keeps one row per start for this long."""
@@ -77,32 +75,21 @@ class KindLimits:
                                                           self.rate_limit, self.key_rate_limit))
 
 
-def is_keyed(cls: type[Task]) -> bool:
-    """True if ``cls`` overrides ``Task.limit_key``."""
-    from venturi_sa.task import Task
+def check_limits(name: str, declared: KindLimits) -> None:
+    """Raise ``InvalidOption`` naming the bad limit of task type ``name``; a key limit needs ``declared.keyed``.
 
-    return cls.limit_key is not Task.limit_key
-
-
-def declared_limits(cls: type[Task]) -> KindLimits:
-    """The limits ``cls`` declares."""
-    return KindLimits(global_concurrency=cls.global_concurrency, key_concurrency=cls.key_concurrency,
-                      rate_limit=cls.rate_limit, key_rate_limit=cls.key_rate_limit, keyed=is_keyed(cls))
-
-
-def check_limits(cls: type[Task]) -> None:
-    """Raise ``InvalidOption`` naming the bad limit of ``cls``; a key limit needs a ``limit_key`` override."""
-    name = cls.__name__
+    ``declared`` holds the class attributes as written (not yet checked).
+    """
     for field in ("global_concurrency", "key_concurrency"):
-        value: Any = getattr(cls, field)
+        value: Any = getattr(declared, field)
         if value is not None:
             check_count(value, f"{name}.{field}")
     for field in ("rate_limit", "key_rate_limit"):
-        value = getattr(cls, field)
+        value = getattr(declared, field)
         if value is not None and not isinstance(value, Rate):
             raise InvalidOption(f"{name}.{field} must be None or venturi_sa.Rate(limit, per=timedelta), "
                                 f"got {value!r}")
-    if (cls.key_concurrency is not None or cls.key_rate_limit is not None) and not is_keyed(cls):
+    if (declared.key_concurrency is not None or declared.key_rate_limit is not None) and not declared.keyed:
         raise InvalidOption(f"{name} declares a key limit (key_concurrency or key_rate_limit) but does not "
                             "override limit_key(); define limit_key(self) -> str | None")
 
@@ -115,9 +102,3 @@ def check_key(value: object, kind: str) -> str | None:
         raise InvalidOption(f"limit_key() of {kind!r} must return None or a non-empty string of at most "
                             f"{MAX_KEY_LENGTH} characters without NUL, got {value!r:.80}")
     return value
-
-
-def declared_limits_of(tasks: Iterable[type[Task]]) -> dict[str, KindLimits]:
-    """``kind -> KindLimits`` of the tasks that declare a limit or a limit key."""
-    found = {t.KIND: declared_limits(t) for t in tasks}
-    return {kind: limits for kind, limits in found.items() if limits.any}
