@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
+from venturi_sa.states import Outcome
 from venturi_sa.storage import checkpoint, claim, leases, limited_claim, merge_timing, outcomes, recovery
 from venturi_sa.storage.params import (
     CheckpointParams,
@@ -83,14 +84,16 @@ class Backend(Protocol):
         the same transaction (PostgreSQL only; the memory backend ignores it).
         """
 
-    def finish_many(self, tx: Tx, params: FinishManyParams) -> set[Fence]:
-        """Write each run's outcome and journal row if its fence still holds; returns the fences that held.
+    def finish_many(self, tx: Tx, params: FinishManyParams) -> dict[Fence, Outcome]:
+        """Write each run's outcome and journal row if its fence still holds; returns what each held fence recorded.
 
         A stale fence (another claimed_by or run_count, or the job no longer
-        claimed) writes nothing.  A run sent back to ``pending`` while a cancel
-        request is stored ends ``dead`` instead; a ``dead`` ending of a
-        cancel or of ``owe_on_dead`` owes an ``on_dead`` call; a terminal job's
-        cancel request goes.
+        claimed) writes nothing and is absent from the result.  A run sent
+        back to ``pending`` while a cancel request is stored ends ``dead``
+        instead, and the result says ``dead`` (the statement's own report,
+        no read after it); a ``dead`` ending of a cancel or of
+        ``owe_on_dead`` owes an ``on_dead`` call; a terminal job's cancel
+        request goes.  The caller's commit keeps it all, its rollback none.
         """
 
     def renew(self, tx: Tx, params: RenewParams) -> RenewResult:
@@ -99,7 +102,8 @@ class Backend(Protocol):
 
     def recover(self, tx: Tx, params: RecoverParams) -> list[RecoveredJob]:
         """Return expired claims of the known kinds to ``pending`` (``dead`` at the kind's backstop or with
-        a cancel request, owing ``on_dead``), journaled ``stale-recovered`` (or ``dead``)."""
+        a cancel request, owing ``on_dead``), journaled ``stale-recovered`` (or ``dead``); each
+        :class:`RecoveredJob` says the outcome it recorded."""
 
     def soonest_visible(self, tx: Tx, params: SoonestParams) -> float | None:
         """Seconds until the soonest future ``visible_at`` of a pending job of the kinds, or None."""
@@ -131,7 +135,7 @@ class SqlAlchemyBackend:
             return merge_timing.claim_throttled(self.models, tx, params, limited_claim.claim)
         return limited_claim.claim(self.models, tx, params)
 
-    def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
+    def finish_many(self, tx: Runner, params: FinishManyParams) -> dict[Fence, Outcome]:
         held = outcomes.finish_many(self.models, tx, params)
         limited_claim.wake_if_limited(self.models, tx, (fence.kind for fence in held))
         return held

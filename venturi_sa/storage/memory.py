@@ -261,18 +261,17 @@ class MemoryBackend:
             return None
         return job
 
-    def finish_many(self, tx: MemoryTx, params: FinishManyParams) -> set[Fence]:
+    def finish_many(self, tx: MemoryTx, params: FinishManyParams) -> dict[Fence, Outcome]:
         now = self.clock()
-        written: set[Fence] = set()
+        written: dict[Fence, Outcome] = {}
         for p in params.outcomes:
             if self._holds(p.fence) is None:
                 continue
             job = tx.job(p.fence.job_id)
             status, outcome, note = OUTCOME_STATUS[p.outcome], p.outcome, p.note
-            request = self.cancels.get(job.id)
-            cancelled = status is Status.PENDING and request is not None
-            if cancelled:
-                assert request is not None
+            stored = self.cancels.get(job.id)
+            request = _undelivered_cancel(stored, sends_back=status is Status.PENDING)
+            if request is not None:
                 status, outcome = Status.DEAD, Outcome.DEAD
                 note = _cancel_text(request, "before the cancel reached its run, the run ended")
             job.status, job.claimed_by, job.claim_expires_at = status.value, None, None
@@ -283,8 +282,8 @@ class MemoryBackend:
             job.failure_count += 1 if p.failure else 0
             if p.save_carry:
                 job.carry = _json(p.carry)
-            if cancelled or p.owe_on_dead:
-                actor = request.actor if request is not None else p.fence.claimed_by
+            if request is not None or p.owe_on_dead:
+                actor = stored.actor if stored is not None else p.fence.claimed_by
                 tx.append(self.owed, OwedCall(job_id=job.id, kind=job.kind, run_no=job.run_count, note=note,
                                               actor=actor, created_at=now))
             tx.append(self.journal, JournalRow(job_id=job.id, kind=job.kind, run_no=job.run_count,
@@ -292,7 +291,7 @@ class MemoryBackend:
                                                recorded_at=now))
             if status is not Status.PENDING:
                 tx.drop_cancel(job.id)
-            written.add(p.fence)
+            written[p.fence] = outcome
         return written
 
     def renew(self, tx: MemoryTx, params: RenewParams) -> RenewResult:
@@ -325,7 +324,7 @@ class MemoryBackend:
         recovered = []
         for found in stale:
             job = tx.job(found.id)
-            was, request = job.claimed_by, self.cancels.get(job.id)
+            was, request = job.claimed_by, _undelivered_cancel(self.cancels.get(job.id), sends_back=True)
             dead = job.failure_count + 1 >= params.max_failures[job.kind] or request is not None
             job.failure_count += 1
             job.status = Status.DEAD.value if dead else Status.PENDING.value
@@ -344,7 +343,7 @@ class MemoryBackend:
                                               actor=actor, created_at=now))
                 tx.drop_cancel(job.id)
             recovered.append(RecoveredJob(id=job.id, kind=job.kind, run_count=job.run_count, dead=dead,
-                                          claimed_by=was))
+                                          claimed_by=was, outcome=outcome))
         return recovered
 
     def soonest_visible(self, tx: MemoryTx, params: SoonestParams) -> float | None:
@@ -361,6 +360,12 @@ class MemoryBackend:
 
     def ping(self, tx: MemoryTx, params: PingParams) -> None:
         """Always reachable."""
+
+
+def _undelivered_cancel(request: CancelRequest | None, sends_back: bool) -> CancelRequest | None:
+    """As ``storage.outcomes.undelivered_cancel``: the stored request that turns an ending that ``sends_back``
+    to ``pending`` into a cancelled ``dead`` (every recovery sends back), or None."""
+    return request if sends_back else None
 
 
 def _cancel_text(request: CancelRequest, why: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -29,30 +30,15 @@ from venturi_sa.storage import dependents, driver_sql
 from venturi_sa.storage.params import Fence, FinishManyParams, FinishParams, Runner
 
 
-def finish(models: Models, session: Runner, params: FinishParams) -> bool:
+def finish(models: Models, session: Runner, params: FinishParams) -> Outcome | None:
     """Write one run's outcome and its journal row in ``session``; the caller commits.
 
     The same statement as :func:`finish_many`, for a batch of one.  Returns
-    False, writing nothing, if the fence no longer matches (the lease was
-    lost); the caller must then roll the session back.
+    the outcome recorded (see :func:`undelivered_cancel`), or None, writing
+    nothing, if the fence no longer matches (the lease was lost); the caller
+    must then roll the session back.
     """
-    return params.fence in finish_many(models, session, FinishManyParams(outcomes=[params]))
-
-
-def recorded(models: Models, session: Runner, params: FinishParams) -> Outcome:
-    """The outcome the fenced write of ``params`` recorded, read back in its transaction (its fence held).
-
-    ``params.outcome``, except ``dead`` where the run would have sent its job
-    back to ``pending`` (retried, paused, released) while a cancel request
-    for it was stored: the statement ended the job ``dead`` as cancelled
-    instead and owed its ``on_dead`` call.  Only such outcomes read the job
-    row (locked by the write, so nothing else has changed it since).
-    """
-    if OUTCOME_STATUS[params.outcome] is not Status.PENDING:
-        return params.outcome
-    job = models.jobs_table.c
-    status = session.execute(sa.select(job.status).where(job.id == params.fence.job_id)).scalar_one()
-    return Outcome.DEAD if status == Status.DEAD.value else params.outcome
+    return finish_many(models, session, FinishManyParams(outcomes=[params])).get(params.fence)
 
 
 # The batch is one parameter: a JSON array with one array per outcome, its values in the order of
@@ -153,6 +139,45 @@ def cancel_text(actor: Any, note: Any, why: Any) -> Any:
             + sa.literal(")", sa.Text) + sa.func.coalesce(sa.literal(": ", sa.Text) + note, ""))
 
 
+@dataclass(frozen=True)
+class UndeliveredCancel:
+    """The one rule for a cancel request its run never read, as SQL over one ending row.
+
+    A run's ending that would send its job back to ``pending`` (a run's
+    ``retried``, ``paused`` or ``released``; any stale recovery) while a
+    cancel request for the job is stored ends the job ``dead`` instead:
+    journaled ``dead`` as cancelled by the request's actor, with an
+    ``on_dead`` call owed, and the request cleared with the job terminal.
+    Both statements that end a claim without the run having read the
+    request use it: :func:`finish_many` and
+    :func:`venturi_sa.storage.recovery.recover` (the memory backend mirrors
+    it in ``storage/memory.py``).  A cancel the run did read (delivered by
+    the lease renewal) is decided by the worker before the write
+    (``worker/pipeline_stages.control``): the run then asks for ``dead``
+    itself and this rule has nothing to turn.
+    """
+
+    applies: Any  # SQL boolean: the ending is turned into a cancelled ``dead``
+    actor: Any  # the request's actor (NULL without a request)
+    request_note: Any  # the request's note
+
+    def status(self, otherwise: Any) -> Any:
+        return sa.case((self.applies, Status.DEAD.value), else_=otherwise)
+
+    def outcome(self, otherwise: Any) -> Any:
+        return sa.case((self.applies, Outcome.DEAD.value), else_=otherwise)
+
+    def note(self, why: Any, otherwise: Any) -> Any:
+        return sa.case((self.applies, cancel_text(self.actor, self.request_note, why)), else_=otherwise)
+
+
+def undelivered_cancel(sends_back: Any, actor: Any, request_note: Any) -> UndeliveredCancel:
+    """The rule of :class:`UndeliveredCancel` for an ending that ``sends_back`` to ``pending`` (SQL boolean),
+    with the stored request's ``actor`` and ``request_note`` columns (outer-joined: NULL without one)."""
+    return UndeliveredCancel(applies=sa.and_(sends_back, actor.is_not(None)), actor=actor,
+                             request_note=request_note)
+
+
 def owe_on_dead(models: Models, dead: Any, now: Any) -> Any:
     """``INSERT INTO <prefix>_on_dead`` one owed ``on_dead`` call per row of ``dead`` (a data-modifying CTE).
 
@@ -170,15 +195,14 @@ def clear_cancels(models: Models, ended: Any) -> Any:
 
 
 def _finish_many_statement(models: Models) -> Any:
-    """``WITH done AS (fenced UPDATE ... RETURNING id) INSERT INTO journal ... RETURNING job_id``.
+    """``WITH done AS (fenced UPDATE ... RETURNING id) INSERT INTO journal ... RETURNING job_id, run_no, outcome``.
 
     One round trip writes every row and, for the rows whose fence held, their
-    journal entries.  A run that would send its job back to ``pending``
-    (retried, paused, released) while a cancel request for the job is still
-    undelivered ends it ``dead`` instead, journaled as cancelled by the
-    request's actor, with an ``on_dead`` call owed (as is one for an
-    outcome built with ``owe_on_dead``); the cancel requests of jobs that
-    end terminal go with this statement.
+    journal entries, and returns the outcome each recorded.  A stored,
+    undelivered cancel request turns an outcome that sends the job back to
+    ``pending`` into a cancelled ``dead`` (:func:`undelivered_cancel`); an
+    outcome built with ``owe_on_dead`` owes its ``on_dead`` call too; the
+    cancel requests of jobs that end terminal go with this statement.
     """
     key = (models.prefix, id(models.Job))
     if key in _STATEMENTS:
@@ -192,29 +216,27 @@ def _finish_many_statement(models: Models) -> Any:
                .subquery("requested"))
     now = sa.func.clock_timestamp()
     to_pending = outcome.c.status == Status.PENDING.value
-    cancelled = sa.and_(to_pending, outcome.c.cancel_actor.is_not(None))
+    cancel = undelivered_cancel(to_pending, outcome.c.cancel_actor, outcome.c.cancel_note)
     done = (
         sa.update(models.jobs_table)
         .where(job.id == outcome.c.id, job.status == Status.CLAIMED.value,
                job.claimed_by == outcome.c.claimed_by, job.run_count == outcome.c.run_count)
         .values(
-            status=sa.case((cancelled, Status.DEAD.value), else_=outcome.c.status),
+            status=cancel.status(outcome.c.status),
             claimed_by=None,
             claim_expires_at=None,
-            finished_at=sa.case((sa.or_(outcome.c.finished, cancelled), now), else_=job.finished_at),
-            visible_at=sa.case((sa.and_(to_pending, sa.not_(cancelled)),
+            finished_at=sa.case((sa.or_(outcome.c.finished, cancel.applies), now), else_=job.finished_at),
+            visible_at=sa.case((sa.and_(to_pending, sa.not_(cancel.applies)),
                                 sa.func.coalesce(outcome.c.visible_at, now + outcome.c.delay)),
                                else_=job.visible_at),
             failure_count=job.failure_count + outcome.c.failure_inc,
             carry=sa.case((outcome.c.save_carry, outcome.c.carry), else_=job.carry),
         )
         .returning(job.id, job.kind, job.run_count, job.status,
-                   sa.case((cancelled, Outcome.DEAD.value), else_=outcome.c.outcome).label("outcome"),
-                   sa.case((cancelled, cancel_text(outcome.c.cancel_actor, outcome.c.cancel_note,
-                                                   "before the cancel reached its run, the run ended")),
-                           else_=outcome.c.note).label("note"),
+                   cancel.outcome(outcome.c.outcome).label("outcome"),
+                   cancel.note("before the cancel reached its run, the run ended", outcome.c.note).label("note"),
                    outcome.c.attachment,
-                   sa.or_(cancelled, outcome.c.owe).label("owed"),
+                   sa.or_(cancel.applies, outcome.c.owe).label("owed"),
                    sa.func.coalesce(outcome.c.cancel_actor, outcome.c.claimed_by).label("actor"))
         .cte("done")
     )
@@ -226,32 +248,42 @@ def _finish_many_statement(models: Models) -> Any:
         .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"],
                      sa.select(done.c.id, done.c.kind, done.c.run_count, now, done.c.outcome, done.c.note,
                                done.c.attachment))
-        .returning(journal.c.job_id, journal.c.run_no)
+        .returning(journal.c.job_id, journal.c.run_no, journal.c.outcome)
         .add_cte(done, owed, ended, cleared)
     )
     _STATEMENTS[key] = stmt
     return stmt
 
 
-def finish_many(models: Models, session: Runner, params: FinishManyParams) -> set[Fence]:
-    """Write many runs' outcomes and their journal rows in one statement.
+def finish_many(models: Models, session: Runner, params: FinishManyParams) -> dict[Fence, Outcome]:
+    """Write many runs' outcomes and their journal rows in one statement; the outcome each recorded, by fence.
 
     The rows are locked ``FOR UPDATE`` first (see the module's docstring):
     a caller's transaction holding one of them ``FOR KEY SHARE`` holds the
-    batch back until it ends.  Returns the fences that still matched; only
-    those rows change and get a journal entry.  Runs whose lease was lost
-    are left untouched.  The caller commits.  Every value was validated when its
-    :class:`FinishParams` was built, so only a database fault can fail it.
+    batch back until it ends.  Returns each fence that still matched with
+    the outcome its row and journal entry now hold, read from the
+    statement's own ``RETURNING``: the run's own, or ``dead`` where
+    :func:`undelivered_cancel` turned it.  A run whose lease was lost is
+    absent and its row untouched.  Nothing is committed here: on the
+    caller's commit all of it lands, on a rollback (or a crash before the
+    commit) none of it does and the claims stand until their leases expire.
+    Every value was validated when its :class:`FinishParams` was built, so
+    only a database fault can fail it.
     """
     batch = params.outcomes
     if not batch:
-        return set()
+        return {}
     _run(session, _lock_statement(models), {  # a statement of its own: the write below reads after the wait
         "ids": sorted({p.fence.job_id for p in batch}), "workers": sorted({p.fence.claimed_by for p in batch})}).all()
     rows = _run(session, _finish_many_statement(models), {"outcomes": _batch_document(batch)})
-    written = {(r[0], r[1]) for r in rows}
+    written = {(r[0], r[1]): r[2] for r in rows}
     dependents.settle(models, session, [job_id for job_id, _ in written])  # parents that ended release/kill theirs
-    return {p.fence for p in batch if (p.fence.job_id, p.fence.run_count) in written}
+    recorded: dict[Fence, Outcome] = {}
+    for p in batch:
+        outcome = written.get((p.fence.job_id, p.fence.run_count))
+        if outcome is not None:
+            recorded[p.fence] = p.outcome if outcome == p.outcome.value else Outcome(outcome)
+    return recorded
 
 
 def _run(session: Runner, statement: Any, binds: dict[str, Any]) -> Any:

@@ -208,11 +208,15 @@ class RecoverParams:
 
 @dataclass(frozen=True, kw_only=True)
 class RecoveredJob:
+    """A claim recovery ended: ``outcome`` is what its journal row records (``stale-recovered``, or ``dead``
+    for a cancel request it applied); ``dead`` whether the job is ``dead`` now (a cancel, or the backstop)."""
+
     id: str
     kind: str
     run_count: int
     dead: bool
     claimed_by: str | None
+    outcome: Outcome
 
 
 @dataclass(frozen=True, kw_only=True)

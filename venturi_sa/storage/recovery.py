@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome, Status
 from venturi_sa.storage import dependents
-from venturi_sa.storage.outcomes import cancel_text, clear_cancels, owe_on_dead
+from venturi_sa.storage.outcomes import clear_cancels, owe_on_dead, undelivered_cancel
 from venturi_sa.storage.params import RecoveredJob, RecoverParams, Runner
 
 
@@ -19,20 +19,26 @@ def _max_failures_expr(models: Models, params: RecoverParams) -> Any:
 
 
 def recover(models: Models, session: Runner, params: RecoverParams) -> list[RecoveredJob]:
-    """Return expired claims to ``pending`` (``dead`` at the backstop), journaling each.
+    """Return expired claims to ``pending`` (``dead`` at the backstop), journaling each; returns what it recorded.
 
     Only kinds in ``params.max_failures`` are recovered, each against its
-    own backstop.  A job with an undelivered cancel request ends ``dead``,
-    journaled as cancelled by the request's actor.  Every job that ends
-    ``dead`` here is owed an ``on_dead`` call (``<prefix>_on_dead``: a worker
-    of its kind makes it), and its cancel request goes.  Locks ``FOR UPDATE
-    SKIP LOCKED``, so concurrent recoverers and a worker finishing the same
-    job never wait on each other; a finishing worker whose row was
-    recovered first finds its fence broken and writes nothing.  ``FOR
-    UPDATE`` also skips a job a caller's transaction holds ``FOR KEY SHARE``
-    (an ``after=`` enqueue naming it, a signal, a cancel): it is recovered
-    once that transaction has ended, so the settle that follows sees the
-    dependency rows it wrote.
+    own backstop.  A recovery always sends its job back, so a job with an
+    undelivered cancel request ends ``dead`` instead, journaled as cancelled
+    by the request's actor (the rule of
+    :func:`venturi_sa.storage.outcomes.undelivered_cancel`).  Every job that
+    ends ``dead`` here is owed an ``on_dead`` call (``<prefix>_on_dead``: a
+    worker of its kind makes it), and its cancel request goes.  Each
+    :class:`RecoveredJob` carries the outcome its journal row records
+    (``stale-recovered``, or ``dead`` for a cancel), read from the
+    statement's own ``RETURNING``.  Nothing is committed here: the caller's
+    commit keeps it all, a rollback or crash leaves the claims to the next
+    recovery.  Locks ``FOR UPDATE SKIP LOCKED``, so concurrent recoverers
+    and a worker finishing the same job never wait on each other; a
+    finishing worker whose row was recovered first finds its fence broken
+    and writes nothing.  ``FOR UPDATE`` also skips a job a caller's
+    transaction holds ``FOR KEY SHARE`` (an ``after=`` enqueue naming it, a
+    signal, a cancel): it is recovered once that transaction has ended, so
+    the settle that follows sees the dependency rows it wrote.
     """
     if not params.max_failures:
         return []
@@ -49,7 +55,8 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
         .cte("stale")
         .prefix_with("MATERIALIZED")
     )
-    ends_dead = sa.or_(job.failure_count + 1 >= _max_failures_expr(models, params), stale.c.cancel_actor.is_not(None))
+    requested = undelivered_cancel(sa.true(), stale.c.cancel_actor, stale.c.cancel_note)  # in the UPDATE
+    ends_dead = sa.or_(job.failure_count + 1 >= _max_failures_expr(models, params), requested.applies)
     now = sa.func.clock_timestamp()
     returned = (
         sa.update(job)
@@ -67,17 +74,15 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
         .cte("recovered")
     )
     dead = returned.c.status == Status.DEAD.value
-    by_cancel = returned.c.cancel_actor.is_not(None)
+    cancel = undelivered_cancel(sa.true(), returned.c.cancel_actor, returned.c.cancel_note)  # after it
     lease_note = (sa.literal("lease of ") + sa.func.coalesce(returned.c.claimed_by, "?") + " expired"
                   + sa.case((dead, "; dead at max_failures"), else_="; back to pending"))
-    note = sa.case((by_cancel, cancel_text(
-        returned.c.cancel_actor, returned.c.cancel_note,
-        sa.literal("before the cancel was delivered, the lease of ", sa.Text)
-        + sa.func.coalesce(returned.c.claimed_by, "?") + " expired")), else_=lease_note)
+    note = cancel.note(sa.literal("before the cancel was delivered, the lease of ", sa.Text)
+                       + sa.func.coalesce(returned.c.claimed_by, "?") + " expired", lease_note)
+    outcome = cancel.outcome(Outcome.STALE_RECOVERED.value)
     logged = sa.insert(models.journal_table).from_select(
         ["job_id", "kind", "run_no", "outcome", "note", "attachment"],
-        sa.select(returned.c.id, returned.c.kind, returned.c.run_count,
-                  sa.case((by_cancel, Outcome.DEAD.value), else_=Outcome.STALE_RECOVERED.value), note, sa.null()),
+        sa.select(returned.c.id, returned.c.kind, returned.c.run_count, outcome, note, sa.null()),
     ).cte("logged")
     ended = sa.select(returned.c.id, returned.c.kind, returned.c.run_count, note.label("note"),
                       sa.func.coalesce(returned.c.cancel_actor, returned.c.claimed_by, "venturi").label("actor")
@@ -86,9 +91,10 @@ def recover(models: Models, session: Runner, params: RecoverParams) -> list[Reco
     cleared = clear_cancels(models, ended).cte("cleared")
     # One statement: the journal rows, owed calls and cleared requests are written by data-modifying CTEs.
     rows = session.execute(
-        sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by)
+        sa.select(returned.c.id, returned.c.kind, returned.c.run_count, dead.label("dead"), returned.c.claimed_by,
+                  outcome.label("outcome"))
         .add_cte(logged, ended, owed, cleared)
     ).all()
     dependents.settle(models, session, [r.id for r in rows if r.dead])
-    return [RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.dead, claimed_by=r.claimed_by)
-            for r in rows]
+    return [RecoveredJob(id=r.id, kind=r.kind, run_count=r.run_count, dead=r.dead, claimed_by=r.claimed_by,
+                         outcome=Outcome(r.outcome)) for r in rows]

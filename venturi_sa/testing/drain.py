@@ -28,14 +28,13 @@ from venturi_sa.storage import claim as plain_claim
 from venturi_sa.storage import clock as dbclock
 from venturi_sa.storage import harness, merge_timing
 from venturi_sa.storage.backend import backend_for
-from venturi_sa.storage.outcomes import recorded as recorded_outcome
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing import sleeps
 from venturi_sa.testing.handler_session import HandlerSession
 from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.outcome_hooks import hook_call
-from venturi_sa.worker.pipeline_stages import exception_note, failure
+from venturi_sa.worker.pipeline_stages import exception_note, failure, wake
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.run import Run
 
@@ -237,15 +236,16 @@ def run_one(session: Session, queue: Queue, job: ClaimedJob, *, fail_fast: bool)
                                       f"{exception_note(exc)}")
     finally:
         handler.close()
-    held = backend_for(queue.models).finish_many(session, FinishManyParams(outcomes=[params]))
+    # what the statement recorded: a stored cancel may have made it dead
+    recorded = backend_for(queue.models).finish_many(session, FinishManyParams(outcomes=[params])).get(params.fence)
     expire_jobs(session, queue.models)
-    if params.fence not in held:
+    if recorded is None:
         raise DrainError(f"job {job.id} run {job.run_count} is no longer claimed, so its outcome "
                          f"({params.outcome.value}) was not recorded: did the handler roll back ctx.session?")
-    recorded = recorded_outcome(queue.models, session, params)  # a stored cancel may have made it dead
-    hook = hook_call(run, params, recorded)
-    if hook is not None:
-        hook(session)  # Task.on_complete/on_retry/on_dead, in the transaction recording the outcome
+    run.recorded = recorded
+    for after_write in (wake(run, params, recorded), hook_call(run, params, recorded)):
+        if after_write is not None:  # a wait's wake, then Task.on_complete/on_retry/on_dead, in this transaction
+            after_write(session)
     return DrainedRun(job_id=job.id, kind=job.kind, run_no=job.run_count, outcome=recorded, note=params.note)
 
 

@@ -8,6 +8,10 @@ the leases last; one that fails otherwise is split in halves until the bad
 row is alone, so one row can never sink the others, and a row alone is
 retried on any error while its lease lasts (only a fenced-out write is
 final).  :meth:`close` always flushes what was submitted.
+
+Each written run's ``recorded`` is set from what the batch statement
+reported for its fence (``dead`` where a stored cancel turned its outcome),
+before its log line and the ``done`` report, which follow that outcome.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import Fence, FinishManyParams
@@ -103,8 +108,10 @@ class Batcher(threading.Thread):
                 recorded = self._write(batch, unwritten)
             except Exception:  # noqa: BLE001 - the thread must survive to serve later batches
                 logger.exception("outcome batch of %d failed", len(batch))
-                recorded, unwritten = set(), {run.fence for run in batch}
-            results = [(run, run.fence in recorded) for run in batch]
+                recorded, unwritten = {}, {run.fence for run in batch}
+            for run in batch:
+                run.recorded = recorded.get(run.fence)
+            results = [(run, run.recorded is not None) for run in batch]
             try:
                 for run, ok in results:
                     self._report(run, ok, run.fence in unwritten)
@@ -117,18 +124,18 @@ class Batcher(threading.Thread):
     def _report(self, run: Run, ok: bool, unwritten: bool) -> None:
         assert run.params is not None
         try:
-            if ok:
-                log_recorded(run, run.params)
+            if ok and run.recorded is not None:
+                log_recorded(run, run.params, run.recorded)
             elif not unwritten:
                 log_lost(run, run.params)
         except Exception:  # noqa: BLE001 - a broken log handler must not keep the run in flight
             logger.exception("logging the outcome of job %s failed", run.job.id)
 
-    def _once(self, batch: Sequence[Run]) -> set[Fence]:
+    def _once(self, batch: Sequence[Run]) -> dict[Fence, Outcome]:
         params = FinishManyParams(outcomes=[run.params for run in batch if run.params is not None])
         return self.conns.begin(lambda conn: self.backend.finish_many(conn, params))
 
-    def _write(self, batch: Sequence[Run], unwritten: set[Fence]) -> set[Fence]:
+    def _write(self, batch: Sequence[Run], unwritten: set[Fence]) -> dict[Fence, Outcome]:
         """Write ``batch``: retried while transient, bisected when a row is at fault, a lone row always retried."""
         try:
             return retrying(lambda: self._once(batch), until=self.retry_for(batch),
@@ -138,8 +145,8 @@ class Batcher(threading.Thread):
         except SQLAlchemyError as exc:
             if len(batch) > 1 and not is_transient(exc):
                 middle = len(batch) // 2
-                return self._write(batch[:middle], unwritten) | self._write(batch[middle:], unwritten)
+                return {**self._write(batch[:middle], unwritten), **self._write(batch[middle:], unwritten)}
             unwritten.update(run.fence for run in batch)
             logger.error("could not record %d outcomes: %s; their leases will expire and the jobs will be "
                          "recovered", len(batch), exception_note(exc))
-            return set()
+            return {}

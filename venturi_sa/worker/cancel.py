@@ -13,8 +13,14 @@ with the cancel note (a retryable failure for a time limit,
 already handed its outcome on keeps it: the fenced write decides, so
 exactly one outcome is recorded.  A request the run never read (it ended
 retried, paused or released first, or its worker died) is applied by the
-outcome write or the lease recovery in SQL: the job ends ``dead`` as
-cancelled all the same.
+outcome write or the lease recovery in SQL, by one rule
+(:func:`venturi_sa.storage.outcomes.undelivered_cancel`): the job ends
+``dead`` as cancelled all the same, and the write reports that ``dead``.
+Two places, on purpose: a delivered cancel is the run's own decision (its
+handler may have stopped early on ``ctx.cancelled``; its session work must
+roll back before the write), which only the worker knows; an undelivered
+one can only be seen where the request row is, under the row lock of the
+write that ends the claim.
 """
 
 from __future__ import annotations

@@ -25,13 +25,12 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from venturi_sa.states import Outcome
-from venturi_sa.storage import outcomes as outcome_store
 from venturi_sa.storage.backend import Backend, Transactions
 from venturi_sa.storage.faults import is_transient
 from venturi_sa.storage.params import FinishManyParams, FinishParams
 from venturi_sa.worker.batcher import Batcher
 from venturi_sa.worker.outcome_hooks import has_hook, hook_call, hook_name
-from venturi_sa.worker.pipeline_stages import absorb, close_quietly, exception_note
+from venturi_sa.worker.pipeline_stages import absorb, close_quietly, exception_note, needs_wake, wake
 from venturi_sa.worker.producer import DEFAULT_LEASE
 from venturi_sa.worker.recording import log_lost, log_recorded, retrying
 from venturi_sa.worker.run import Run
@@ -68,14 +67,18 @@ class Refused:
 class Completer:
     """Owns every outcome write of a worker: the batch writer, and the handler's own session.
 
-    A run whose handler used ``ctx.session`` (or ``ctx.session_async``), or
-    whose task has an outcome hook for its outcome, is persisted in that
-    session's transaction, so the handler's writes and the hook's commit with
-    the outcome or not at all; an ``AsyncSession`` is driven on the worker's
+    A run whose handler used ``ctx.session`` (or ``ctx.session_async``),
+    whose task has an outcome hook for its outcome, or that suspended in a
+    wait (the wake stage, :func:`~venturi_sa.worker.pipeline_stages.wake`), is
+    persisted in that session's transaction, so the handler's writes, the
+    wake and the hook commit with the outcome or not at all; an ``AsyncSession`` is driven on the worker's
     loop, through the async driver, while the calling thread waits (and does
     any retry backoff, so the loop never sleeps).  Any other run goes to the
     :class:`~venturi_sa.worker.batcher.Batcher`.  A run whose fence no longer
-    matches (its lease was lost) commits nothing and logs a warning.
+    matches (its lease was lost) commits nothing and logs a warning.  Every
+    recorded run gets ``run.recorded``, the outcome the write itself
+    reported (``dead`` where a stored cancel turned the run's own), and its
+    wake, hook, log line and report follow that, exactly once.
     ``done([(run, recorded), ...])`` hears about every run once its outcome
     is persisted or given up on.  The batch writer runs its transactions in
     ``batch_conns`` (one thread: it may keep a connection), the rest in
@@ -130,7 +133,7 @@ class Completer:
         job is not counted as failed.  Otherwise :class:`Refused` says why.
         """
         assert run.params is not None
-        hooked = has_hook(run)
+        hooked = has_hook(run) or needs_wake(run)
         if self.batcher is not None and not hooked and not run.ctx.session_used:
             self.batcher.submit(run)  # blocks while the backlog is full: the run keeps its slot
             return Persist.HANDED_ON
@@ -151,20 +154,29 @@ class Completer:
         return Persist.RECORDED if ok else Persist.LOST
 
     def write(self, run: Run, params: FinishParams) -> bool:
-        """Write ``params`` in a transaction of its own, retried; True if recorded."""
-        def once() -> bool:
-            return params.fence in self.conns.begin(
-                lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params])))
+        """Write ``params`` in a transaction of its own, retried; True if recorded (committed).
+
+        Sets ``run.recorded`` to the outcome the write reported.  No hook
+        runs here.  A crash before the commit records nothing: the job is
+        recovered when its lease expires.
+        """
+        def once() -> Outcome | None:
+            return self.conns.begin(
+                lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))).get(params.fence)
 
         try:
-            ok = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",
-                          abort=self.abort, gave_up=lambda: run.ctx.lease_lost)
+            recorded = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",
+                                abort=self.abort, gave_up=lambda: run.ctx.lease_lost)
         except SQLAlchemyError as exc:
             run.ctx.log.error("could not record outcome %s: %s; the lease will expire and the job will be "
                               "recovered", params.outcome.value, exception_note(exc))
             return False
-        (log_recorded if ok else log_lost)(run, params)
-        return ok
+        run.recorded = recorded
+        if recorded is None:
+            log_lost(run, params)
+            return False
+        log_recorded(run, params, recorded)
+        return True
 
     def release(self, run: Run, note: str) -> bool:
         """Return a run's job to ``pending`` without counting a failure."""
@@ -186,6 +198,9 @@ class Completer:
                 session.call(Session.rollback)
                 log_lost(run, params)
                 return False
+            woken = wake(run, params, recorded)
+            if woken is not None:
+                session.call(woken)  # the wake stage: after the fenced write, in its transaction
             hook = hook_call(run, params, recorded)
             if hook is not None and not self._hooked(session, run, hook):
                 close_quietly(session)  # the outcome and the handler's work roll back; no hook runs again
@@ -193,7 +208,8 @@ class Completer:
             session.call(Session.commit)
         except SQLAlchemyError as exc:
             return self._session_failed(session, run, exc, "commit", may_rerun)
-        log_recorded(run, params)
+        run.recorded = recorded
+        log_recorded(run, params, recorded)
         return True
 
     def _hooked(self, session: RunSession, run: Run, hook: Callable[[Session], None]) -> bool:
@@ -213,8 +229,9 @@ class Completer:
     def _fenced_in_savepoint(self, session: Session, params: FinishParams) -> Outcome | None:
         """The fenced outcome statement inside a Core savepoint of the session's connection.
 
-        Returns the outcome it recorded (which decides the hook), or None if
-        the fence failed.  A Core savepoint, not ``session.begin_nested()``:
+        Returns the outcome the statement reported recording (which decides
+        the wake and the hook), or None if the fence failed; no read after
+        it.  A Core savepoint, not ``session.begin_nested()``:
         the application's own session event hooks (``before_commit``/
         ``after_commit``) must fire once, at the real commit, not at a
         savepoint release.
@@ -222,10 +239,7 @@ class Completer:
         conn = session.connection()
         savepoint = conn.begin_nested()
         try:
-            recorded: Outcome | None = None
-            if params.fence in self.backend.finish_many(conn, FinishManyParams(outcomes=[params])):
-                models = getattr(self.backend, "models", None)  # the PostgreSQL backend's
-                recorded = params.outcome if models is None else outcome_store.recorded(models, conn, params)
+            recorded = self.backend.finish_many(conn, FinishManyParams(outcomes=[params])).get(params.fence)
         except BaseException:
             savepoint.rollback()
             raise

@@ -17,7 +17,10 @@ return replacement ``FinishParams`` (the same fence and outcome, e.g. with
 more in the attachment) or None to keep them.  An error there (``SystemExit``
 included; only ``KeyboardInterrupt`` stops the worker) is logged and the
 outcome kept; nothing is written yet, so a crash loses nothing but the
-run (the lease expires and the job runs again).
+run (the lease expires and the job runs again).  It sees the outcome the
+run decided, not yet the one recorded: the write may still turn a
+``retried``/``paused`` into ``dead`` (a cancel request the run never read);
+the worker's ``finished`` event carries the recorded one.
 
 A queue carries hooks of its own, ``queue.run_hooks``
 (``venturi_sa.contrib.otel.instrument(queue)`` adds there); each runner of

@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import timedelta
 
+from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Backend, Transactions, Tx
 from venturi_sa.storage.params import PING, Fence, RecoverParams, RenewParams
 from venturi_sa.worker.cancel import deliver_cancel
@@ -80,9 +81,11 @@ class LeaseKeeper(threading.Thread):
 
     def recover(self) -> int:
         recovered = self.conns.begin(lambda conn: self.backend.recover(conn, self.recover_params))
-        for job in recovered:
+        for job in recovered:  # what the recovery recorded: dead as cancelled, dead at max_failures or back
             logger.warning("recovered job %s (%s) run %d from expired lease of %s%s", job.id, job.kind,
-                           job.run_count, job.claimed_by, "; dead at max_failures" if job.dead else "")
+                           job.run_count, job.claimed_by,
+                           "; dead as cancelled" if job.outcome is Outcome.DEAD else
+                           "; dead at max_failures" if job.dead else "")
         return len(recovered)
 
     def _renew_round(self) -> None:

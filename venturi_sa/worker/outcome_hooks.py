@@ -4,18 +4,26 @@ A run whose task overrides one of them is persisted in a session (the
 handler's ``ctx.session`` if it used one, else a fresh one): the fenced
 outcome write goes first, then the hook, with ``ctx.session`` in that same
 transaction, then one commit.  So the application's own rows change
-exactly once, together with the job's final state; if the fence fails (the
-lease was lost) the hook is not called and nothing commits.  The hook is
-the one of the outcome the write recorded, not the one the run asked for:
-a ``retried`` (or ``paused``) that a cancel request still undelivered
-turned into ``dead`` calls no ``on_retry``; its ``on_dead`` is owed and made
-once, by the next worker of the kind (:mod:`venturi_sa.owed_calls`).  A hook that
-raises rolls the whole transaction back (the handler's session work too)
-and the run is recorded as a retryable failure saying so, without calling
-a hook again.  Not called here for a job whose stored payload cannot be
-decoded.  Every transition to ``dead`` that is not a worker's own run (a
-stale recovery, an undelivered cancel, an operator action) gets its
-``on_dead`` through :mod:`venturi_sa.owed_calls`.
+exactly once, together with the job's final state: on commit both land,
+on a rollback or a crash before the commit neither does (the claim then
+stands until its lease expires and recovery records ``stale-recovered``).
+If the fence fails (the lease was lost) the hook is not called and nothing
+commits.  The hook is the one of the outcome the write recorded (the
+statement's own report, :meth:`~venturi_sa.storage.backend.Backend.finish_many`),
+not the one the run asked for: a ``retried`` (or ``paused``) that a cancel
+request still undelivered turned into ``dead`` calls no ``on_retry``; its
+``on_dead`` is owed by that statement and made once, by the next worker of
+the kind (:mod:`venturi_sa.owed_calls`).  A hook that raises anything but
+``KeyboardInterrupt`` (``SystemExit``, ``GeneratorExit`` or any other
+``BaseException`` included) rolls the whole transaction back (the
+handler's session work too) and the run is recorded, in a transaction of
+its own, as a retryable failure saying so (a ``dead`` stays ``dead``, its
+``on_dead`` owed), without calling a hook again; a ``KeyboardInterrupt``
+rolls it back the same way, stops the worker and releases the run.  Not
+called here for a job whose stored payload cannot be decoded.  Every
+transition to ``dead`` that is not a worker's own run (a stale recovery,
+an undelivered cancel, an operator action) gets its ``on_dead`` through
+:mod:`venturi_sa.owed_calls`.
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ from sqlalchemy.orm import Session
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Task
-from venturi_sa.worker.durable import wake_check
 from venturi_sa.worker.run import Run
 
 HOOK_NAMES = {Outcome.COMPLETED: "on_complete", Outcome.RETRIED: "on_retry", Outcome.DEAD: "on_dead"}
@@ -69,26 +76,21 @@ def hook_name(run: Run) -> str | None:
 
 
 def has_hook(run: Run) -> bool:
-    if run.ctx.suspension is not None and wake_check(run.ctx, run.params) is not None:
-        return True  # a run suspended in a wait: its wake check runs in the outcome's transaction
+    """Whether the run's task overrides the hook of the outcome it decided (so it is written in a session)."""
     return hook_name(run) is not None
 
 
 def hook_call(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Session], None] | None:
     """``call(session)`` running the task's hook for ``params`` as recorded (None if there is none to run).
 
-    ``recorded`` is the outcome the write actually recorded
-    (:func:`venturi_sa.storage.outcomes.recorded`).  Where it is not
-    ``params.outcome`` (a stored cancel turned the run's ``retried`` or
-    ``paused`` into ``dead``), no hook runs here: that statement owed the
-    ``on_dead`` call, which :mod:`venturi_sa.owed_calls` makes once.  A run
-    suspended in a durable wait gets its wake check instead (``worker/durable.py``).
+    ``recorded`` is the outcome the fenced write reported for the run's
+    fence.  Where it is not ``params.outcome`` (a stored cancel turned the
+    run's ``retried`` or ``paused`` into ``dead``), no hook runs here: that
+    statement owed the ``on_dead`` call, which :mod:`venturi_sa.owed_calls`
+    makes once.
     """
     if recorded is not params.outcome:
         return None
-    woken = wake_check(run.ctx, params) if run.ctx.suspension is not None else None
-    if woken is not None:
-        return woken
     name = hook_name(run)
     if name is None:
         return None

@@ -15,17 +15,28 @@ which takes it through these steps, in this order:
 4. **apply control** (:func:`~venturi_sa.worker.pipeline_stages.control`): a cancel
    or a time limit that reached the run replaces that outcome.
 
-   Steps 1-4 are :func:`decide`, the one place a run's outcome is decided.
+   Steps 1-4 are :func:`decide`, the one place a run decides its outcome
+   (a cancel the run read included); whether a cancel it never read
+   overrides that is decided by the write (step 5), nowhere else.
    When the persist step refuses an outcome (the handler's session work
    cannot commit, or an outcome hook raised), it says why and
    :func:`refused` decides the retryable failure recorded instead.
 5. **persist** (:meth:`~venturi_sa.worker.completer.Completer.persist`): the
    completer chooses the batch (most runs) or the handler's ``ctx.session``
    transaction, and retries the fenced write on any error while the lease
-   lasts; only a fenced-out write is final.
-6. **hooks**: ``on_complete``/``on_retry``/``on_dead`` run inside that
-   persist transaction (:mod:`~venturi_sa.worker.outcome_hooks`).
-7. **release the slot** (:meth:`~venturi_sa.worker.inflight.InFlight.free_slot`),
+   lasts; only a fenced-out write is final.  The write reports the outcome
+   it recorded (``run.recorded``): the run's own, or ``dead`` where a cancel
+   request the run never read turned a ``retried``/``paused``/``released``
+   (``storage.outcomes.undelivered_cancel``, the one owner of that rule).
+   Everything after the write follows ``run.recorded``, exactly once.
+6. **wake** (:func:`~venturi_sa.worker.pipeline_stages.wake`): a run
+   suspended in a wait whose ``paused`` was recorded looks for its signal,
+   in the persist transaction, after the fenced write.
+7. **hooks**: ``on_complete``/``on_retry``/``on_dead`` of the recorded
+   outcome run inside that persist transaction
+   (:mod:`~venturi_sa.worker.outcome_hooks`); then the commit, the journal's
+   log line and the ``finished`` event (metrics) of the recorded outcome.
+8. **release the slot** (:meth:`~venturi_sa.worker.inflight.InFlight.free_slot`),
    here, once the handler has truly ended, and nowhere else for a run that
    started.
 
@@ -170,7 +181,7 @@ class RunPipeline:
             logger.exception("unexpected error finishing job %s run %d", run.job.id, run.job.run_count)
         finally:
             close_quietly(run.ctx.take_session())
-            self.inflight.free_slot(run)  # step 7: the handler has ended, whatever happened
+            self.inflight.free_slot(run)  # step 8: the handler has ended, whatever happened
             if not reported and not run.released:
                 self.completer.report(run, False)
 
@@ -191,7 +202,7 @@ class RunPipeline:
         self.completer.report(run, False)
 
     def _decide_and_persist(self, run: Run) -> bool:
-        """Steps 1-6; True once the run's result has been reported (or is with the batch)."""
+        """Steps 1-7; True once the run's result has been reported (or is with the batch)."""
         for attempt in range(1, SESSION_ATTEMPTS + 1):
             decide(run, self.registry)
             if not self.inflight.persisting(run):

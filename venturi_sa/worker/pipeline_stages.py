@@ -1,7 +1,8 @@
-"""The steps of a run that decide its outcome: prepare, execute, classify, control.
+"""The steps of a run that decide its outcome: prepare, execute, classify, control; and the wake stage.
 
-:mod:`~venturi_sa.worker.pipeline` calls them in that order inside one
-catch-all.  Every step that runs user code (schema hooks, the handler,
+:mod:`~venturi_sa.worker.pipeline` calls the first four in that order inside one
+catch-all; the completer calls :func:`wake` after the fenced write.  Every
+step that runs user code (schema hooks, the handler,
 ``backoff()``, the carry schema) turns whatever it raises (``SystemExit``
 too; only ``KeyboardInterrupt`` passes, see :func:`absorb`) into a
 validated :class:`~venturi_sa.storage.params.FinishParams`.  An ``async
@@ -21,6 +22,7 @@ from types import CoroutineType
 from typing import Any
 
 from sqlalchemy.exc import StatementError
+from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.declarations.run_outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
@@ -28,6 +30,7 @@ from venturi_sa.errors import InvalidPayload, JobCancelled, Suspended
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
+from venturi_sa.worker.durable import wake_check
 from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
@@ -332,6 +335,31 @@ def control(run: Run) -> FinishParams | None:
         run.ctx.log.warning("job %s run %d %s", run.job.id, run.job.run_count, note)
         return failure(run, note)
     return FinishParams(fence=run.fence, outcome=Outcome.DEAD, note=note)
+
+
+def needs_wake(run: Run) -> bool:
+    """Whether ``run`` suspended in a wait, so its outcome is written in a session for :func:`wake`."""
+    return run.ctx.suspension is not None and wake_check(run.ctx, run.params) is not None
+
+
+def wake(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Session], None] | None:
+    """The wake stage: ``call(session)`` for a wait's ``paused`` as recorded, run after the fenced write.
+
+    The completer (and the testing drain) call it in the outcome's
+    transaction, after the write that locked the job's row and before any
+    outcome hook: a signal stored already wakes the job at once, else it
+    stays invisible until the wait's deadline
+    (:func:`venturi_sa.worker.durable.wake_check`).  A ``queue.signal``
+    locks the row too, so a signal sent during the suspension is either
+    seen here or sees the pause: on commit both the pause and the wake
+    land, on rollback neither (the claim stands until its lease expires,
+    and recovery runs the job again).  None when the run did not suspend in
+    a wait, or ``recorded`` is not its ``paused`` (a stored cancel made it
+    ``dead``: nothing to wake).
+    """
+    if run.ctx.suspension is None or recorded is not params.outcome:
+        return None
+    return wake_check(run.ctx, params)
 
 
 def close_quietly(session: RunSession | None) -> None:

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.worker.joblog import logger as job_logger
 from venturi_sa.worker.pipeline_stages import exception_note
@@ -49,8 +50,13 @@ def retrying(write: Callable[[], T], *, until: float, what: str, abort: threadin
             delay = min(delay * 2, MAX_DELAY)
 
 
-def log_recorded(run: Run, params: FinishParams) -> None:
+def log_recorded(run: Run, params: FinishParams, recorded: Outcome) -> None:
+    """The journal's log line, once per recorded run: the outcome ``recorded``, which may not be ``params``'."""
     if not job_logger.isEnabledFor(logging.INFO):  # the usual case: no message, no per-job logger made
+        return
+    if recorded is not params.outcome:
+        run.ctx.log.info("job %s: a cancel request it never read turned its %s into %s", recorded.value,
+                         params.outcome.value, recorded.value)
         return
     run.ctx.log.info("job %s", params.outcome.value if params.note is None
                      else f"{params.outcome.value}: {params.note.splitlines()[0] if params.note else ''}")

@@ -6,6 +6,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
 from venturi_sa.task import Task
 from venturi_sa.worker.context import JobContext
@@ -37,7 +38,8 @@ class Run:
     ctx: JobContext
     task_type: type[Task] | None = None
     task: Task | None = None
-    params: FinishParams | None = None
+    params: FinishParams | None = None  # the outcome the run decided (what it asks the write to record)
+    recorded: Outcome | None = None  # what the fenced write recorded (``dead`` if a stored cancel turned it)
     failed: bool = False  # the handler raised: its session work must be rolled back
     duration: float = 0.0  # seconds the pipeline (decode, handler, classify) took
     state: RunState = field(default=RunState.QUEUED)
@@ -68,4 +70,5 @@ class Run:
         self.ctx = self.ctx.fresh()
         self.task = None
         self.params = None
+        self.recorded = None
         self.failed = False

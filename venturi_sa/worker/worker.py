@@ -287,7 +287,9 @@ class Worker:
         left, _ = self.inflight.done_many([run for run, _ in results])
         if self.on_event is not None:
             for run, recorded in results:
-                self._emit_finished(run, run.params.outcome.value if run.params else None, recorded)
+                # what the write recorded (a stored cancel may have made it dead), else what the run decided
+                outcome = run.recorded if recorded and run.recorded else run.params.outcome if run.params else None
+                self._emit_finished(run, outcome.value if outcome is not None else None, recorded)
         if left == 0 or (self._until_idle and not self.producer.hungry):
             self._wake.set()  # run_until_idle and shutdown wait for outcomes
 

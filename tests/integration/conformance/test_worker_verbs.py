@@ -40,7 +40,7 @@ def claim(kit: Kit, kinds: list[str], limit: int, worker: str = "w:1",
     return kit.begin(lambda tx: kit.backend.claim(tx, params))
 
 
-def finish(kit: Kit, *outcomes: FinishParams) -> set[Fence]:
+def finish(kit: Kit, *outcomes: FinishParams) -> dict[Fence, Outcome]:
     return kit.begin(lambda tx: kit.backend.finish_many(tx, FinishManyParams(outcomes=outcomes)))
 
 
@@ -106,7 +106,7 @@ def test_finish_many_writes_fenced_outcomes_and_skips_broken_fences(kit: Kit) ->
     stale = Fence(job_id=b.id, kind=b.kind, claimed_by="someone-else", run_count=b.run_count)
     written = finish(kit, FinishParams(fence=a.fence, outcome=Outcome.COMPLETED, note="done"),
                      FinishParams(fence=stale, outcome=Outcome.COMPLETED))
-    assert written == {a.fence}
+    assert written == {a.fence: Outcome.COMPLETED}
     assert kit.row(a.id).status == "completed" and kit.row(b.id).status == "claimed"
     assert kit.row(a.id).finished_at is not None and kit.row(a.id).claimed_by is None
     assert kit.journal(a.id) == [(1, "completed")] and kit.journal(b.id) == []
@@ -119,7 +119,7 @@ def test_finish_many_with_two_runs_of_one_job_journals_only_the_current_run(kit:
     written = finish(kit, FinishParams(fence=old, outcome=Outcome.COMPLETED),
                      FinishParams(fence=job.fence, outcome=Outcome.RETRIED, failure=True,
                                   delay=timedelta(seconds=30)))
-    assert written == {job.fence}
+    assert written == {job.fence: Outcome.RETRIED}
     assert kit.journal(job.id) == [(1, "retried")]
     r = kit.row(job.id)
     assert (r.status, r.failure_count, r.claimed_by) == ("pending", 1, None)
@@ -129,8 +129,8 @@ def test_finish_many_with_two_runs_of_one_job_journals_only_the_current_run(kit:
 def test_a_finished_run_is_fenced_out_of_a_second_write(kit: Kit) -> None:
     kit.seed({})
     [job] = claim(kit, ["noop"], 1)
-    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.COMPLETED)) == {job.fence}
-    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.DEAD)) == set()
+    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.COMPLETED)) == {job.fence: Outcome.COMPLETED}
+    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.DEAD)) == {}
     assert kit.row(job.id).status == "completed" and kit.journal(job.id) == [(1, "completed")]
 
 
@@ -143,14 +143,32 @@ def test_finish_saves_the_carry_and_owes_on_dead_when_asked(kit: Kit) -> None:
     assert kit.row(b.id).status == "dead" and kit.owed(b.id) == 1 and kit.owed(a.id) == 0
 
 
-def test_a_retry_with_a_cancel_request_ends_dead_and_owes_on_dead(kit: Kit) -> None:
+@pytest.mark.parametrize("asked", [
+    {"outcome": Outcome.RETRIED, "failure": True},
+    {"outcome": Outcome.PAUSED, "delay": timedelta(minutes=5)},
+    {"outcome": Outcome.RELEASED},
+], ids=["retried", "paused", "released"])
+def test_a_stored_undelivered_cancel_turns_a_send_back_into_dead_and_finish_many_says_dead(
+        kit: Kit, asked: dict[str, Any]) -> None:
+    kit.seed({}, {})
+    job, other = claim(kit, ["noop"], 2)
+    kit.request_cancel(job.id, "ops", "stop")
+    written = finish(kit, FinishParams(fence=job.fence, **asked),
+                     FinishParams(fence=other.fence, **asked))  # no request: its own outcome stands
+    assert written == {job.fence: Outcome.DEAD, other.fence: asked["outcome"]}
+    assert kit.row(job.id).status == "dead" and kit.journal(job.id) == [(1, "dead")]
+    assert kit.notes(job.id) == ["cancelled by ops (before the cancel reached its run, the run ended): stop"]
+    assert kit.owed(job.id) == 1 and kit.owed(other.id) == 0
+    assert kit.row(other.id).status == "pending" and kit.journal(other.id) == [(1, asked["outcome"].value)]
+
+
+def test_a_terminal_outcome_stands_over_a_stored_cancel(kit: Kit) -> None:
     kit.seed({})
     [job] = claim(kit, ["noop"], 1)
     kit.request_cancel(job.id, "ops", "stop")
-    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.RETRIED, failure=True)) == {job.fence}
-    assert kit.row(job.id).status == "dead" and kit.journal(job.id) == [(1, "dead")]
-    assert kit.notes(job.id) == ["cancelled by ops (before the cancel reached its run, the run ended): stop"]
-    assert kit.owed(job.id) == 1
+    assert finish(kit, FinishParams(fence=job.fence, outcome=Outcome.COMPLETED)) == {job.fence: Outcome.COMPLETED}
+    assert kit.row(job.id).status == "completed" and kit.journal(job.id) == [(1, "completed")]
+    assert kit.owed(job.id) == 0
 
 
 @pytest.mark.parametrize("bad", [
@@ -220,6 +238,7 @@ def test_recover_uses_each_kinds_own_backstop_and_only_known_kinds(kit: Kit) -> 
     recovered = kit.begin(lambda tx: kit.backend.recover(tx, RecoverParams(max_failures={"strict": 1,
                                                                                          "patient": 25})))
     assert {r.id: r.dead for r in recovered} == {strict: True, patient: False}
+    assert {r.outcome for r in recovered} == {Outcome.STALE_RECOVERED}
     assert kit.row(strict).status == "dead" and kit.row(patient).status == "pending"
     assert kit.row(patient).failure_count == 5 and kit.row(patient).claimed_by is None
     assert kit.row(unknown).status == "claimed"
@@ -239,6 +258,7 @@ def test_recover_ends_a_job_with_a_cancel_request_dead(kit: Kit) -> None:
     kit.request_cancel(job_id, "ops")
     [recovered] = kit.begin(lambda tx: kit.backend.recover(tx, RecoverParams(max_failures={"noop": 5})))
     assert recovered.dead and kit.row(job_id).status == "dead" and kit.journal(job_id) == [(1, "dead")]
+    assert recovered.outcome is Outcome.DEAD  # what it recorded, as the journal says
     assert (kit.notes(job_id)[0] or "").startswith("cancelled by ops (before the cancel was delivered, the lease")
     assert kit.owed(job_id) == 1
 

@@ -123,7 +123,7 @@ def test_a_parent_ending_while_an_after_enqueue_is_open_waits_for_it_and_settles
     queue = Queue(models, [Parent, Child])
     [parent] = enqueue(engine, queue, Parent())
     job = _claim(engine, models, "parent")
-    written: list[set[Any]] = []
+    written: list[dict[Any, Outcome]] = []
 
     def finish() -> None:
         with Session(engine) as s, s.begin():
@@ -136,7 +136,7 @@ def test_a_parent_ending_while_an_after_enqueue_is_open_waits_for_it_and_settles
         writer.start()
         wait_until(lambda: _lock_waits(engine, "%FOR UPDATE%"), what="the outcome write to wait for the enqueue")
     writer.join(WAIT)
-    assert written == [{job.fence}]
+    assert written == [{job.fence: ends}]
     row = job_row(engine, models, child)
     if ends is Outcome.COMPLETED:
         assert row.status == "pending" and not _infinite(engine, models, child)  # released

@@ -119,8 +119,10 @@ class QueueMachine(RuleBasedStateMachine):
                  and before.run_count == fence.run_count)
         params = self._params(fence, what, before)
         with Session(self.engine) as s, s.begin():
-            ok = finish(self.models, s, params)
-        assert ok == fresh
+            recorded = finish(self.models, s, params)
+        assert (recorded is not None) == fresh
+        if fresh:
+            assert recorded is params.outcome  # no cancel request is ever stored here
         after = self._row(fence.job_id)
         if not fresh:
             assert after == before, "a stale fence changed a row"

@@ -63,6 +63,14 @@ def _failing_export(table: str, gate: threading.Event) -> type[Task]:
 
 
 def test_a_retry_turned_dead_by_a_stored_cancel_runs_only_on_dead_once(engine: sa.Engine, models: Any) -> None:
+    """The probe: a cancel requested, not yet delivered, and the handler raises.
+
+    The job ends ``dead`` exactly once, ``on_retry`` is not called (nothing
+    of it commits), ``on_dead`` runs exactly once (the owed call), and the
+    ``finished`` event (what metrics count) says ``dead``.  A completer
+    that trusted ``params.outcome`` instead of what the write recorded
+    would call ``on_retry`` here and fail this test.
+    """
     table = _calls_table(engine, models.prefix)
     gate = threading.Event()
     queue = Queue(models, [_failing_export(table, gate)])
@@ -80,9 +88,47 @@ def test_a_retry_turned_dead_by_a_stored_cancel_runs_only_on_dead_once(engine: s
     finally:
         gate.set()
     assert row.status == "dead"
-    last = journal(engine, models, job_id)[-1]
-    assert (last.outcome, last.note.startswith("cancelled by bob")) == ("dead", True)
+    [last] = journal(engine, models, job_id)  # one entry: dead, once
+    assert (last.run_no, last.outcome, last.note.startswith("cancelled by bob")) == (1, "dead", True)
     assert _calls(engine, table, job_id) == ["on_dead"]  # no on_retry for a retry that was not recorded
+    with engine.connect() as conn:
+        owed = conn.execute(sa.select(sa.func.count()).select_from(models.on_dead_table)
+                            .where(models.on_dead_table.c.job_id == job_id)).scalar_one()
+    assert owed == 0  # the owed on_dead call was made and settled
+    [(_, finished)] = events.of("finished", job_id=job_id)
+    assert (finished["outcome"], finished["recorded"]) == ("dead", True)
+
+
+@pytest.mark.parametrize("batch_outcomes", [True, False])
+def test_a_batched_retry_turned_dead_is_reported_dead(engine: sa.Engine, models: Any,
+                                                       batch_outcomes: bool) -> None:
+    """Without hooks or ctx.session the outcome goes through the batch: its event follows the recorded ``dead``."""
+    gate = threading.Event()
+
+    class Plain(Task):
+        KIND = "plain"
+        max_failures = 5
+        lease = timedelta(minutes=10)
+
+        def run(self, ctx: JobContext) -> None:
+            gate.wait(WAIT)
+            raise RuntimeError("plain failed")
+
+    queue = Queue(models, [Plain])
+    [job_id] = enqueue(engine, queue, Plain())
+    events = Events()
+    worker = Worker(queue, engine, poll_interval=0.2, listen=False, on_event=events, batch_outcomes=batch_outcomes)
+    try:
+        with running(worker):
+            events.wait_for("claimed", job_id=job_id)
+            queue.cancel(engine, job_id, "not needed", actor="bob")
+            gate.set()
+            events.wait_for("finished", job_id=job_id)
+    finally:
+        gate.set()
+    [(_, finished)] = events.of("finished", job_id=job_id)
+    assert (finished["outcome"], finished["recorded"]) == ("dead", True)
+    assert [(e.run_no, e.outcome) for e in journal(engine, models, job_id)] == [(1, "dead")]
 
 
 def test_the_testing_drain_follows_the_recorded_outcome_too(engine: sa.Engine, models: Any) -> None:
