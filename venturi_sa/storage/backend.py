@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 
 from venturi_sa.models import Models
-from venturi_sa.storage import checkpoint, claim, leases, limited_claim, merge_timing, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, limited_claim, outcomes, recovery, throttled_claim
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -127,9 +127,7 @@ class SqlAlchemyBackend:
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
-        if params.throttles:  # one start per window per throttled key
-            return merge_timing.claim_throttled(self.models, tx, params, limited_claim.claim)
-        return limited_claim.claim(self.models, tx, params)
+        return throttled_claim.claim(self.models, tx, params)  # throttled -> limited -> plain
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> set[Fence]:
         held = outcomes.finish_many(self.models, tx, params)
