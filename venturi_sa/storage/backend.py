@@ -45,6 +45,7 @@ from venturi_sa.storage.params import (
     Runner,
     SoonestParams,
 )
+from venturi_sa.storage.sql_steps import SqlSteps
 
 T = TypeVar("T")
 
@@ -119,8 +120,12 @@ def ping(runner: Runner) -> None:
     runner.execute(_PING)
 
 
-class SqlAlchemyBackend:
-    """The PostgreSQL implementation of :class:`Backend` for one queue's models (``tx``: a ``Runner``)."""
+class SqlAlchemyBackend(SqlSteps):
+    """The PostgreSQL implementation of :class:`Backend` for one queue's models (``tx``: a ``Runner``).
+
+    Its durable-step verbs (:class:`~venturi_sa.storage.durable_backend.DurableBackend`)
+    come from :class:`~venturi_sa.storage.sql_steps.SqlSteps`.
+    """
 
     def __init__(self, models: Models) -> None:
         self.models = models
