@@ -1,18 +1,26 @@
 """Durable steps, sleeps and waits of a handler: ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for`` and twins.
 
 A job's handler runs again from the top on every run; what it recorded is
-replayed by name.  Each record is one short transaction of its own on the
-worker's engine (the one ``ctx.checkpoint`` uses), fenced on the run's
-claim: a run whose claim is gone (a zombie) records nothing and gets
-:class:`~venturi_sa.errors.LeaseLost`.  The records are read once per run,
-on the first call (a handler that calls none of these pays nothing).
+replayed by name.  Each record is one short transaction of its own,
+committed before the call returns, through the run's store (the
+``DurableBackend`` verbs of ``storage/durable_backend.py``, in the
+transactions ``ctx.checkpoint`` uses: the worker's engine, or a
+``MemoryBackend`` in tests), fenced on the run's claim: a run whose claim
+is gone (a zombie) records nothing and gets
+:class:`~venturi_sa.errors.LeaseLost`.  A transaction that fails rolls its
+record back (the step runs again); a crash after the commit keeps it.  The
+records are read once per run, on the first call (a handler that calls
+none of these pays nothing).  A run without a store
+(``venturi_sa.testing.perform``) records nothing.
 
 - ``ctx.step(name, fn)`` returns the recorded result of ``name`` without
   calling ``fn``, or calls ``fn()`` and records what it returned (JSON; None
   is JSON null) once it has returned.  If ``fn`` raises nothing is recorded
   (and the same run may call that step again).
   With ``transactional=True``, ``fn(session)`` runs in the record's own
-  transaction, so its database writes commit with the record, exactly once.
+  transaction, so its database writes commit with the record, exactly once
+  (a store without SQLAlchemy transactions, ``MemoryBackend``, refuses it
+  with ``InvalidOption`` before ``fn`` runs).
 - ``ctx.sleep`` / ``ctx.sleep_until`` record the wake time on the database
   clock when first reached, and raise :class:`~venturi_sa.errors.Suspended`
   until it has passed.
