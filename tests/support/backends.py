@@ -1,4 +1,4 @@
-"""One harness per Backend implementation, so the worker-verb tests run unchanged on each.
+"""One harness per Backend implementation, so the worker-verb and durable-verb tests run unchanged on each.
 
 A kit puts jobs in (``seed``, with the factories' traits), runs a verb in a
 transaction of the implementation (``begin``), reads rows back, and stands
@@ -18,8 +18,9 @@ from sqlalchemy.orm import Session
 
 from support.factories import db_now, factories_for
 from venturi_sa import Models
-from venturi_sa.storage import pauses
-from venturi_sa.storage.backend import Backend, SqlAlchemyBackend
+from venturi_sa.storage import pauses, signals
+from venturi_sa.storage.backend import SqlAlchemyBackend
+from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.memory import MemoryBackend
 
 T = TypeVar("T")
@@ -27,7 +28,7 @@ TRAITS = {"claimed", "expired", "scheduled", "completed", "dead"}
 
 
 class Kit(Protocol):
-    backend: Backend
+    backend: WorkerBackend
 
     def seed(self, *rows: dict[str, Any]) -> list[str]:
         """Insert jobs (factory traits and columns as keys; ``visible_in``: a delay from now), committed."""
@@ -62,11 +63,17 @@ class Kit(Protocol):
     def now(self) -> datetime:
         """The store's clock."""
 
+    def signal(self, job_id: str, name: str, payload: Any = None) -> str:
+        """Send a signal as ``queue.signal`` does, committed; ``"woke"``, ``"stored"``, ``"timed out"``, ..."""
+
+    def link(self, job_id: str, parents: list[str]) -> None:
+        """Make ``parents`` the job's parents (``after=``), in that order."""
+
 
 class SqlKit:
     def __init__(self, engine: sa.Engine, models: Models) -> None:
         self.engine, self.models = engine, models
-        self.backend: Backend = SqlAlchemyBackend(models)
+        self.backend: WorkerBackend = SqlAlchemyBackend(models)
 
     def seed(self, *rows: dict[str, Any]) -> list[str]:
         with Session(self.engine) as session:
@@ -134,11 +141,21 @@ class SqlKit:
         with self.engine.connect() as conn:
             return conn.execute(sa.select(sa.func.now())).scalar_one()  # type: ignore[no-any-return]
 
+    def signal(self, job_id: str, name: str, payload: Any = None) -> str:
+        with self.engine.begin() as conn:
+            return signals.send(self.models, conn, job_id, name, payload, signals.SignalCaps(100, 1 << 20)).result.value
+
+    def link(self, job_id: str, parents: list[str]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(self.models.workflow.parents_table), [
+                {"job_id": job_id, "position": n, "parent_id": parent, "policy": "run"}
+                for n, parent in enumerate(parents)])
+
 
 class MemoryKit:
     def __init__(self) -> None:
         self.store = MemoryBackend()
-        self.backend: Backend = self.store
+        self.backend: WorkerBackend = self.store
 
     def seed(self, *rows: dict[str, Any]) -> list[str]:
         return [self.store.add(**self._columns(dict(spec))) for spec in rows]
@@ -188,3 +205,9 @@ class MemoryKit:
 
     def now(self) -> datetime:
         return self.store.clock()
+
+    def signal(self, job_id: str, name: str, payload: Any = None) -> str:
+        return self.store.signal(job_id, name, payload).value
+
+    def link(self, job_id: str, parents: list[str]) -> None:
+        self.store.link(job_id, parents)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -30,7 +29,9 @@ from venturi_sa.storage import cancels as cancels_store
 from venturi_sa.storage import dependent_reads as reads
 from venturi_sa.storage import dependents as dependents_store
 from venturi_sa.storage import history as history_store
-from venturi_sa.storage.dependent_reads import DependentsParams, ParentsParams
+from venturi_sa.storage.dependent_reads import DependentsParams
+from venturi_sa.storage.durable_params import ParentInfo as ParentInfo  # ctx.parents, queue.parents
+from venturi_sa.storage.durable_params import ParentsParams
 from venturi_sa.storage.faults import is_deadlock
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.params import Runner
@@ -38,18 +39,6 @@ from venturi_sa.task import Registry
 
 PARENTS_BATCH = 1000
 """How many parents one read of :func:`iter_parents` (and ``ctx.iter_parents()``) fetches."""
-
-
-@dataclass(frozen=True)
-class ParentInfo:
-    """One parent of a job: ``result`` is what ``queue.result`` gives (None unless completed); ``note`` its
-    last journal note."""
-
-    id: str
-    kind: str | None
-    status: str | None
-    result: Any
-    note: str | None
 
 
 @dataclass(frozen=True)
@@ -65,8 +54,7 @@ class DependentInfo:
 def parent_rows(models: Models, runner: Runner, job_id: str, offset: int = 0,
                 limit: int | None = None) -> list[ParentInfo]:
     """The parents at positions ``offset``.. of ``job_id``, in ``after=`` order, read in ``runner``."""
-    rows = reads.parents(models, runner, ParentsParams(job_id=job_id, offset=offset, limit=limit))
-    return [ParentInfo(id=r.id, kind=r.kind, status=r.status, result=r.result, note=r.note) for r in rows]
+    return reads.parents(models, runner, ParentsParams(job_id=job_id, offset=offset, limit=limit))
 
 
 def _known(models: Models, session: Runner, job_id: str) -> None:

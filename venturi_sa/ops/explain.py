@@ -36,12 +36,12 @@ from venturi_sa.storage import archive_reads
 from venturi_sa.storage import explain as explain_store
 from venturi_sa.storage import history as history_store
 from venturi_sa.storage import steps as step_store
+from venturi_sa.storage.durable_params import StepInfo
 from venturi_sa.storage.explain import ExplainFacts
 from venturi_sa.storage.history import JobParams
 from venturi_sa.storage.infinite_times import aware
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.pauses import ALL_KINDS
-from venturi_sa.storage.steps import StepRecord
 from venturi_sa.task import Registry
 
 ACTIVITY_WINDOW = timedelta(minutes=10)
@@ -120,7 +120,7 @@ def explain(models: Models, bind: sa.Engine | Runner, job_id: str,
     return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)
 
 
-def _reasons(facts: ExplainFacts, window: timedelta, held: StepRecord | None = None) -> list[Reason]:
+def _reasons(facts: ExplainFacts, window: timedelta, held: StepInfo | None = None) -> list[Reason]:
     job = facts.job
     assert job is not None
     if job.status == Status.CLAIMED.value:
@@ -133,7 +133,7 @@ def _reasons(facts: ExplainFacts, window: timedelta, held: StepRecord | None = N
     return _pending(facts, window, held)
 
 
-def suspended_reason(held: StepRecord) -> Reason:
+def suspended_reason(held: StepInfo) -> Reason:
     """``waiting_for_signal`` (its name, until its deadline) or ``sleeping`` (until its wake time)."""
     until = f"until {held.wake_at.isoformat()}" if held.wake_at is not None else "with no timeout"
     if held.entry == "wait":
@@ -163,7 +163,7 @@ def _claimed(facts: ExplainFacts) -> list[Reason]:
     return reasons
 
 
-def _pending(facts: ExplainFacts, window: timedelta, held: StepRecord | None = None) -> list[Reason]:
+def _pending(facts: ExplainFacts, window: timedelta, held: StepInfo | None = None) -> list[Reason]:
     job = facts.job
     assert job is not None and facts.now is not None
     reasons = []

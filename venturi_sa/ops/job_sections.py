@@ -190,15 +190,14 @@ def _journal(models: Models, runner: Runner, job_id: str, live: bool,
 
 def _steps(models: Models, runner: Runner, job_id: str, live: bool, starts: Starts) -> Section[StepInfo]:
     after = decode_cursor(starts.steps) if starts.steps else None
-    records: Sequence[Any]
+    steps: list[StepInfo]
     if live:
-        records, total = step_store.read_page(models, runner, job_id, after, starts.limit + 1)
+        steps, total = step_store.read_page(models, runner, job_id, after, starts.limit + 1)
     else:
         kept = archive_reads.kept_rows(models, runner, job_id, models.steps_table, ("started_at", "name")) or []
-        records = [r for r in kept if after is None or (r.started_at, r.name) > after][:starts.limit + 1]
+        steps = [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
+                 for r in kept if after is None or (r.started_at, r.name) > after][:starts.limit + 1]
         total = len(kept)
-    steps = [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
-             for r in records]
     last = steps[starts.limit - 1] if len(steps) > starts.limit else None
     return Section(steps[:starts.limit], total, encode_cursor(last.started_at, last.name) if last else None)
 

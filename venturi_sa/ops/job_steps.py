@@ -32,6 +32,7 @@ from venturi_sa.ops.transaction import reading, short_transaction
 from venturi_sa.storage import archive_reads
 from venturi_sa.storage import signals as signal_store
 from venturi_sa.storage import steps as step_store
+from venturi_sa.storage.durable_params import StepInfo as StepInfo  # the public record (venturi_sa.StepInfo)
 from venturi_sa.storage.params import Runner
 from venturi_sa.storage.signals import SignalCaps, SignalResult
 
@@ -65,33 +66,6 @@ class Signalled:
 
     def as_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "name": self.name, "result": self.result}
-
-
-@dataclass(frozen=True)
-class StepInfo:
-    """One recorded step, sleep or wait of a job (``entry``), with its timing.
-
-    ``result``: a step's recorded result, or the payload of the signal that
-    resolved a wait; ``wake_at``: a sleep's wake time or a wait's deadline
-    (None: no timeout); ``resolution``: ``"signal"`` / ``"timeout"`` for a
-    resolved wait, None while it is open; ``run_no``: the run that first
-    reached it.
-    """
-
-    name: str
-    entry: str
-    result: Any
-    run_no: int
-    started_at: datetime
-    finished_at: datetime | None
-    wake_at: datetime | None
-    resolution: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "entry": self.entry, "result": self.result, "run_no": self.run_no,
-                "started_at": self.started_at.isoformat(),
-                "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-                "wake_at": self.wake_at.isoformat() if self.wake_at else None, "resolution": self.resolution}
 
 
 @dataclass(frozen=True)
@@ -191,11 +165,12 @@ def steps(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[StepInf
     :func:`~venturi_sa.ops.transaction.reading`.
     """
     with reading(models, bind) as session:
-        records: Sequence[Any] = step_store.read(models, session, job_id)
-        if not records and not step_store.job_exists(models, session, job_id):
-            records = _archived(models, session, job_id, models.steps_table, ("started_at", "name"))
+        records = step_store.read(models, session, job_id)
+        if records or step_store.job_exists(models, session, job_id):
+            return records
+        kept = _archived(models, session, job_id, models.steps_table, ("started_at", "name"))
     return [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
-            for r in records]
+            for r in kept]
 
 
 def signals(models: Models, bind: sa.Engine | Runner, job_id: str) -> list[SignalInfo]:

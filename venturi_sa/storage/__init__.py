@@ -15,8 +15,14 @@ The worker's verbs are the seam a second store replaces:
 finish_many, renew, recover, soonest_visible, checkpoint, ping; their
 params and records are in :mod:`~venturi_sa.storage.params`) and the
 ``Transactions`` they run in, implemented by ``SqlAlchemyBackend`` (the SQL
-of ``claim``, ``outcomes``, ``leases``, ``checkpoint``) and by
-:class:`~venturi_sa.storage.memory.MemoryBackend` (tests only).
+of ``throttled_claim``, ``limited_claim``, ``claim``, ``outcomes``,
+``leases``, ``recovery``, ``checkpoint``) and by
+:class:`~venturi_sa.storage.memory.MemoryBackend` (tests only).  Beside it,
+:mod:`~venturi_sa.storage.durable_backend` defines ``DurableBackend``
+(``ctx.step``, ``ctx.sleep``, ``ctx.wait_for`` and ``ctx.parents``; params
+and records in :mod:`~venturi_sa.storage.durable_params`), implemented by
+``sql_steps.SqlSteps`` and ``memory_steps.MemorySteps``, mixed into the two
+backends.
 :mod:`~venturi_sa.storage.faults` says which database errors are transient;
 :mod:`~venturi_sa.storage.drivers` holds the only driver-specific code.
 """

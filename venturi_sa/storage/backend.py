@@ -1,6 +1,6 @@
 """The worker's storage seam: :class:`Backend`, the verbs a second store must provide.
 
-It holds only what the worker does to the queue: claim, finish_many,
+It holds what the worker does to the queue's jobs: claim, finish_many,
 renew, recover, soonest_visible, checkpoint and ping, and the
 :class:`Transactions` the worker runs them in.  Each verb takes a
 transaction handle (``tx``: whatever the store's ``Transactions`` hands to
@@ -10,12 +10,19 @@ transaction; a verb never commits) and one frozen params object of
 there (never a database row).  Pauses in force, cancel requests and owed
 ``on_dead`` calls are read and written inside these verbs (a paused kind is
 not claimed; a cancel request rides ``renew`` and turns a retry, or a
-recovery, into ``dead``), so the worker reaches nothing else through storage.
+recovery, into ``dead``).  What a handler records (``ctx.step``,
+``ctx.sleep``, ``ctx.wait_for``) and reads (``ctx.parents``) goes through
+the second seam beside this one,
+:class:`~venturi_sa.storage.durable_backend.DurableBackend`, which both
+implementations also provide.  The worker reaches two things outside both
+seams, PostgreSQL-only maintenance with no memory twin: the archiver
+(``storage/archive.py``) and the making of owed ``on_dead`` calls
+(``storage/owed_calls.py``).
 
 Two implementations: :class:`SqlAlchemyBackend` (PostgreSQL; its SQL is in
 the topic modules beside this one) and
 :class:`~venturi_sa.storage.memory.MemoryBackend` (tests only).
-``tests/integration/conformance`` runs the worker-verb tests on both.  Everything else
+``tests/integration/conformance`` runs the worker-verb and durable-verb tests on both.  Everything else
 (enqueue, operations, schedules, the dashboard) calls its topic module,
 ``venturi_sa.storage.<topic>``, directly: those are PostgreSQL features with
 one implementation, not part of the seam.
@@ -31,7 +38,7 @@ import sqlalchemy as sa
 
 from venturi_sa.models import Models
 from venturi_sa.states import Outcome
-from venturi_sa.storage import checkpoint, claim, leases, limited_claim, merge_timing, outcomes, recovery
+from venturi_sa.storage import checkpoint, claim, leases, limited_claim, outcomes, recovery, throttled_claim
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -46,6 +53,7 @@ from venturi_sa.storage.params import (
     Runner,
     SoonestParams,
 )
+from venturi_sa.storage.sql_steps import SqlSteps
 
 T = TypeVar("T")
 
@@ -123,17 +131,19 @@ def ping(runner: Runner) -> None:
     runner.execute(_PING)
 
 
-class SqlAlchemyBackend:
-    """The PostgreSQL implementation of :class:`Backend` for one queue's models (``tx``: a ``Runner``)."""
+class SqlAlchemyBackend(SqlSteps):
+    """The PostgreSQL implementation of :class:`Backend` for one queue's models (``tx``: a ``Runner``).
+
+    Its durable-step verbs (:class:`~venturi_sa.storage.durable_backend.DurableBackend`)
+    come from :class:`~venturi_sa.storage.sql_steps.SqlSteps`.
+    """
 
     def __init__(self, models: Models) -> None:
         self.models = models
         self.prefix = models.prefix
 
     def claim(self, tx: Runner, params: ClaimParams) -> list[ClaimedJob]:
-        if params.throttles:  # one start per window per throttled key
-            return merge_timing.claim_throttled(self.models, tx, params, limited_claim.claim)
-        return limited_claim.claim(self.models, tx, params)
+        return throttled_claim.claim(self.models, tx, params)  # throttled -> limited -> plain
 
     def finish_many(self, tx: Runner, params: FinishManyParams) -> dict[Fence, Outcome]:
         held = outcomes.finish_many(self.models, tx, params)

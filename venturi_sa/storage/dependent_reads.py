@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql
 
 from venturi_sa.models import Models
 from venturi_sa.storage.archive_reads import archived_note_sql, archived_result_sql
+from venturi_sa.storage.durable_params import ParentInfo, ParentsParams
 from venturi_sa.storage.params import Runner
 
 _IDS = postgresql.ARRAY(sa.Text)
@@ -40,15 +41,6 @@ def _statement(models: Models, name: str, text: str, **columns: Any) -> sa.TextC
         clause = sa.text(text.format(**_names(models)))
         _STATEMENTS[key] = clause.columns(**columns) if columns else clause  # type: ignore[assignment]
     return _STATEMENTS[key]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ParentsParams:
-    """The parents of ``job_id`` at positions ``offset`` to ``offset + limit - 1`` (the ``after=`` order)."""
-
-    job_id: str
-    offset: int = 0
-    limit: int | None = None
 
 
 _PARENTS = """
@@ -78,8 +70,8 @@ LIMIT :limit
 """
 
 
-def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Row[Any]]:
-    """Rows ``(id, kind, status, result, note)`` of the job's parents, in the order ``after=`` gave them.
+def parents(models: Models, runner: Runner, params: ParentsParams) -> list[ParentInfo]:
+    """The job's parents ``(id, kind, status, result, note)``, in the order ``after=`` gave them.
 
     ``result`` is the attachment of the parent's last ``completed`` journal
     row (None unless it completed), ``note`` its last journal note: read
@@ -89,8 +81,9 @@ def parents(models: Models, runner: Runner, params: ParentsParams) -> list[sa.Ro
     table, then the archive's days only if it is not live), so the cost
     does not grow with either table.
     """
-    return list(runner.execute(parents_statement(models), {"job_id": params.job_id, "offset": params.offset,
-                                                           "limit": params.limit}))
+    rows = runner.execute(parents_statement(models), {"job_id": params.job_id, "offset": params.offset,
+                                                      "limit": params.limit})
+    return [ParentInfo(id=r.id, kind=r.kind, status=r.status, result=r.result, note=r.note) for r in rows]
 
 
 def parents_statement(models: Models) -> sa.TextClause:

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from venturi_sa.models import new_job_id
 from venturi_sa.states import OUTCOME_STATUS, Outcome, Status
+from venturi_sa.storage.memory_steps import MemorySteps
 from venturi_sa.storage.params import (
     CheckpointParams,
     ClaimedJob,
@@ -148,16 +149,25 @@ class MemoryTx:
         if request is not None:
             self._undo.append(lambda: self.store.cancels.__setitem__(job_id, request))
 
+    def undo_with(self, undo: Callable[[], None]) -> None:
+        """Call ``undo`` on rollback (after the later changes' undos)."""
+        self._undo.append(undo)
+
     def rollback(self) -> None:
         for undo in reversed(self._undo):
             undo()
         self._undo.clear()
 
 
-class MemoryBackend:
-    """The worker's verbs over Python dicts and lists (tests only; see the module docstring)."""
+class MemoryBackend(MemorySteps):
+    """The worker's verbs over Python dicts and lists (tests only; see the module docstring).
+
+    Its durable-step verbs (steps, sleeps, waits and signals, parents) are
+    :class:`~venturi_sa.storage.memory_steps.MemorySteps`'.
+    """
 
     def __init__(self, prefix: str = "memory", clock: Callable[[], datetime] = _now) -> None:
+        super().__init__()
         self.prefix = prefix
         self.clock = clock
         self.jobs: dict[str, MemoryJob] = {}

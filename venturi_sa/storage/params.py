@@ -90,7 +90,7 @@ class ClaimParams:
     leases: Mapping[str, timedelta]
     default_lease: timedelta
     caps: Mapping[str, int] = field(default_factory=dict)
-    throttles: Mapping[str, timedelta] = field(default_factory=dict)  # Task.throttle by kind (storage/merge_timing)
+    throttles: Mapping[str, timedelta] = field(default_factory=dict)  # Task.throttle by kind (storage/throttled_claim)
     limits: Mapping[str, KindLimits] = field(default_factory=dict)  # declared limits (storage/limited_claim.py)
     skip_overridden: bool = False  # leave out kinds with a runtime limit override (storage/limited_claim.py)
 

@@ -13,7 +13,6 @@ renewal (``FOR NO KEY UPDATE SKIP LOCKED``) is not held back by it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,28 +22,15 @@ from sqlalchemy.dialects import postgresql
 from venturi_sa.models import Models
 from venturi_sa.states import Status
 from venturi_sa.storage import timestamps
+from venturi_sa.storage.durable_params import Reached, StepInfo
 from venturi_sa.storage.params import Fence, Runner
 from venturi_sa.storage.timestamps import moment
 
 NOW = sa.func.clock_timestamp
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    """One recorded entry of a job: a step's result, a sleep's wake time, a wait's deadline and resolution."""
-
-    name: str
-    entry: str
-    result: Any
-    run_no: int
-    started_at: datetime
-    finished_at: datetime | None
-    wake_at: datetime | None
-    resolution: str | None
-
-
-def _records(rows: Any) -> list[StepRecord]:
-    return [StepRecord(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
+def _records(rows: Any) -> list[StepInfo]:
+    return [StepInfo(r.name, r.entry, r.result, r.run_no, r.started_at, r.finished_at, r.wake_at, r.resolution)
             for r in rows]
 
 
@@ -53,7 +39,7 @@ def _columns(models: Models) -> list[Any]:
     return [c.name, c.entry, c.result, c.run_no, c.started_at, c.finished_at, c.wake_at, c.resolution]
 
 
-def load(models: Models, runner: Runner, job_id: str) -> tuple[dict[str, StepRecord], datetime]:
+def load(models: Models, runner: Runner, job_id: str) -> tuple[dict[str, StepInfo], datetime]:
     """Every recorded entry of ``job_id`` by name, and the database clock now (one round trip)."""
     c = models.steps_table.c
     clock = sa.select(NOW().label("now")).subquery("clock")
@@ -63,7 +49,7 @@ def load(models: Models, runner: Runner, job_id: str) -> tuple[dict[str, StepRec
     return records, rows[0].now
 
 
-def read(models: Models, runner: Runner, job_id: str) -> list[StepRecord]:
+def read(models: Models, runner: Runner, job_id: str) -> list[StepInfo]:
     """The recorded entries of ``job_id``, in the order they were first reached."""
     c = models.steps_table.c
     return _records(runner.execute(sa.select(*_columns(models)).where(c.job_id == job_id)
@@ -71,7 +57,7 @@ def read(models: Models, runner: Runner, job_id: str) -> list[StepRecord]:
 
 
 def read_page(models: Models, runner: Runner, job_id: str, after: tuple[datetime, str] | None,
-              limit: int) -> tuple[list[StepRecord], int]:
+              limit: int) -> tuple[list[StepInfo], int]:
     """Up to ``limit`` entries of ``job_id`` after ``(started_at, name)`` ``after``, in the order of
     :func:`read`, and how many entries the job has (one statement: the count is a scalar subquery)."""
     c = models.steps_table.c
@@ -106,7 +92,7 @@ def _insert(models: Models, values: dict[str, Any]) -> Any:
 
 
 def record_step(models: Models, runner: Runner, fence: Fence, name: str, result: Any,
-                elapsed: float) -> StepRecord | None:
+                elapsed: float) -> StepInfo | None:
     """Record a step's ``result`` (JSON; None is JSON null), started ``elapsed`` seconds ago.
 
     Returns the record (an earlier one of that name if it exists), or None
@@ -123,19 +109,11 @@ def record_step(models: Models, runner: Runner, fence: Fence, name: str, result:
     return fetch(models, runner, fence.job_id, name)
 
 
-def fetch(models: Models, runner: Runner, job_id: str, name: str) -> StepRecord | None:
+def fetch(models: Models, runner: Runner, job_id: str, name: str) -> StepInfo | None:
     """The recorded entry ``name`` of ``job_id``, or None."""
     c = models.steps_table.c
     rows = runner.execute(sa.select(*_columns(models)).where(c.job_id == job_id, c.name == name)).all()
     return _records(rows)[0] if rows else None
-
-
-@dataclass(frozen=True)
-class Reached:
-    """A sleep or wait as recorded once reached: its record and the database clock at that moment."""
-
-    record: StepRecord
-    now: datetime
 
 
 def reach_sleep(models: Models, runner: Runner, fence: Fence, name: str, delay: timedelta | None,
@@ -221,7 +199,7 @@ def job_exists(models: Models, runner: Runner, job_id: str) -> bool:
     return runner.execute(sa.select(job.id).where(job.id == job_id)).first() is not None
 
 
-def suspension(models: Models, runner: Runner, job_id: str) -> StepRecord | None:
+def suspension(models: Models, runner: Runner, job_id: str) -> StepInfo | None:
     """What holds a pending job back, if a durable wait or sleep does: its open wait, else its latest future sleep.
 
     Read by ``explain`` (``waiting_for_signal``, ``sleeping``) in the caller's transaction.

@@ -24,9 +24,8 @@ from sqlalchemy.orm import Session
 from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.queue import Queue
 from venturi_sa.states import Outcome
-from venturi_sa.storage import claim as plain_claim
 from venturi_sa.storage import clock as dbclock
-from venturi_sa.storage import harness, merge_timing
+from venturi_sa.storage import harness, throttled_claim
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing import sleeps
@@ -170,9 +169,7 @@ def _claim(session: Session, queue: Queue, kinds: Sequence[str], limit: int) -> 
     throttles = {k: t for k in kinds if (t := queue.registry.get(k).throttle) is not None}  # as a worker's claim
     params = ClaimParams(worker_id=TEST_WORKER, kinds=list(kinds), limit=limit, leases=leases,
                          default_lease=DEFAULT_LEASE, throttles=throttles)
-    if throttles:  # the throttle check, as a worker does; limits ignored: the plain claim statement
-        return merge_timing.claim_throttled(queue.models, session, params)
-    return plain_claim.claim(queue.models, session, params)
+    return throttled_claim.claim(queue.models, session, params, limits=False)  # the worker's, limits ignored
 
 
 def run_pass(session: Session, queue: Queue, kinds: Sequence[str], *, fail_fast: bool, limit: int,

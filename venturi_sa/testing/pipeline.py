@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.payloads import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi_sa.storage.backend import Backend
+from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
@@ -44,7 +44,7 @@ Begin = Callable[[Callable[[Runner], bool]], bool]
 
 
 def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Registry,
-            backend: Backend | None = None, open_async_session: Callable[[], AsyncSession] | None = None,
+            backend: WorkerBackend | None = None, open_async_session: Callable[[], AsyncSession] | None = None,
             begin: Begin | None = None, hooks: RunHooks = NO_HOOKS,
             max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Run:
     """A run of ``job`` whose ``ctx.session`` is whatever ``open_session`` returns.

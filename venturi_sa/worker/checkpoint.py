@@ -13,44 +13,58 @@ outcome).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from marshmallow import Schema
 
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption, LeaseLost
-from venturi_sa.storage.backend import Backend, Tx
+from venturi_sa.storage.backend import Tx
+from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.params import CheckpointParams, Fence
-
-if TYPE_CHECKING:
-    from venturi_sa.worker.context import JobContext
 
 PROGRESS_KEY = "progress"
 """The carry key ``ctx.progress()`` writes: ``{"done": n, "total": m, "message": text}``."""
+
+
+class CheckpointedRun(Protocol):
+    """What a checkpoint reads and sets of the run's context (``JobContext``)."""
+
+    carry: Any
+    max_payload_bytes: int
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]: ...
+
+    def mark_lease_lost(self) -> bool: ...
 
 
 class Checkpointer:
     """What one run needs to checkpoint: the fence, the carry schema, and where to write.
 
     ``begin(fn)`` runs ``fn`` in the checkpoint's transaction and commits
-    (the worker's connection runner; the testing helpers' own session); with ``backend``
-    None nothing is written (``venturi_sa.testing.perform``, which has no
-    database) and the carry is only checked and kept.  Read-only by
+    (the worker's connection runner; the testing helpers' own session).
+    ``backend`` is the run's store: its ``checkpoint`` verb, and the
+    durable-step verbs ``ctx.step`` and friends and ``ctx.parents`` use
+    (``storage/durable_backend.py``).  With ``backend`` None nothing is
+    written (``venturi_sa.testing.perform``, which has no database) and the
+    carry is only checked and kept.  Read-only by
     contract (a slotted class: the worker builds one per claimed job).
     """
 
     __slots__ = ("fence", "carry_schema", "backend", "begin")
 
-    def __init__(self, fence: Fence, carry_schema: Schema | None, backend: Backend | None = None,
+    def __init__(self, fence: Fence, carry_schema: Schema | None, backend: WorkerBackend | None = None,
                  begin: Callable[[Callable[[Tx], bool]], bool] | None = None) -> None:
         self.fence = fence
         self.carry_schema = carry_schema
         self.backend = backend
         self.begin = begin
 
-    def write(self, ctx: JobContext, carry: Any, note: str | None) -> None:
+    def write(self, ctx: CheckpointedRun, carry: Any, note: str | None) -> None:
         """Dump ``carry`` through the schema, write it fenced and commit; set ``ctx.carry`` on success.
 
         A carry that is not JSON or is over ``ctx.max_payload_bytes`` raises

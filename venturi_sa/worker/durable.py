@@ -1,18 +1,26 @@
 """Durable steps, sleeps and waits of a handler: ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for`` and twins.
 
 A job's handler runs again from the top on every run; what it recorded is
-replayed by name.  Each record is one short transaction of its own on the
-worker's engine (the one ``ctx.checkpoint`` uses), fenced on the run's
-claim: a run whose claim is gone (a zombie) records nothing and gets
-:class:`~venturi_sa.errors.LeaseLost`.  The records are read once per run,
-on the first call (a handler that calls none of these pays nothing).
+replayed by name.  Each record is one short transaction of its own,
+committed before the call returns, through the run's store (the
+``DurableBackend`` verbs of ``storage/durable_backend.py``, in the
+transactions ``ctx.checkpoint`` uses: the worker's engine, or a
+``MemoryBackend`` in tests), fenced on the run's claim: a run whose claim
+is gone (a zombie) records nothing and gets
+:class:`~venturi_sa.errors.LeaseLost`.  A transaction that fails rolls its
+record back (the step runs again); a crash after the commit keeps it.  The
+records are read once per run, on the first call (a handler that calls
+none of these pays nothing).  A run without a store
+(``venturi_sa.testing.perform``) records nothing.
 
 - ``ctx.step(name, fn)`` returns the recorded result of ``name`` without
   calling ``fn``, or calls ``fn()`` and records what it returned (JSON; None
   is JSON null) once it has returned.  If ``fn`` raises nothing is recorded
   (and the same run may call that step again).
   With ``transactional=True``, ``fn(session)`` runs in the record's own
-  transaction, so its database writes commit with the record, exactly once.
+  transaction, so its database writes commit with the record, exactly once
+  (a store without SQLAlchemy transactions, ``MemoryBackend``, refuses it
+  with ``InvalidOption`` before ``fn`` runs).
 - ``ctx.sleep`` / ``ctx.sleep_until`` record the wake time on the database
   clock when first reached, and raise :class:`~venturi_sa.errors.Suspended`
   until it has passed.
@@ -36,17 +44,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.declarations.time_checks import MAX_DELAY, check_run_at
 from venturi_sa.errors import InvalidOption, LeaseLost, Suspended
 from venturi_sa.states import Outcome
-from venturi_sa.storage import steps as store
-from venturi_sa.storage.params import ClaimedJob, FinishParams, Runner
+from venturi_sa.storage.backend import Tx
+from venturi_sa.storage.durable_backend import WorkerBackend
+from venturi_sa.storage.durable_params import (
+    RecordStepParams,
+    SleepParams,
+    StepInfo,
+    StepsParams,
+    WaitParams,
+    WakeWaitParams,
+)
+from venturi_sa.storage.params import ClaimedJob, FinishParams
 
 if TYPE_CHECKING:
-    from venturi_sa.models import Models
     from venturi_sa.worker.checkpoint import Checkpointer
 
 NAME_LIMIT = 200
@@ -57,7 +74,7 @@ NAME_LIMIT = 200
 class DurableState:
     """What one execution of a handler learned and used of its job's records."""
 
-    records: dict[str, store.StepRecord] | None = None  # None until first needed
+    records: dict[str, StepInfo] | None = None  # None until first needed
     now: datetime | None = None  # the database clock when the records were read
     used: set[str] = field(default_factory=set)
     sleeps: int = 0
@@ -114,15 +131,16 @@ class DurableSteps:
         return f"{self._job.id}:{_check_name(name)}"
 
     # -- where records are written ------------------------------------------------------------
-    def _models(self) -> Models | None:
+    def _store(self) -> WorkerBackend | None:
+        """The run's store (the ``DurableBackend`` verbs), or None for a run without one (nothing recorded)."""
         checkpointer = self.checkpointer
         if checkpointer is None:
             raise InvalidOption("ctx.step() and friends need a worker's run (this context has no claim)")
-        if checkpointer.begin is None:
-            return None  # a run without a database (venturi_sa.testing.perform): nothing is recorded
-        return getattr(checkpointer.backend, "models", None)
+        if checkpointer.begin is None or checkpointer.backend is None:
+            return None  # a run without a store (venturi_sa.testing.perform): nothing is recorded
+        return checkpointer.backend
 
-    def _tx(self, fn: Callable[[Runner], Any]) -> Any:
+    def _tx(self, fn: Callable[[Tx], Any]) -> Any:
         checkpointer = self.checkpointer
         assert checkpointer is not None and checkpointer.begin is not None
         return checkpointer.begin(fn)
@@ -142,17 +160,18 @@ class DurableSteps:
                                 "a job needs a name of its own")
         state.used.add(name)
 
-    def _recorded(self, name: str) -> store.StepRecord | None:
+    def _recorded(self, name: str) -> StepInfo | None:
         state = self._durable
         if state.records is None:
-            models = self._models()
-            if models is None:
+            backend = self._store()
+            if backend is None:
                 state.records = {}
             else:
-                state.records, state.now = self._tx(lambda r: store.load(models, r, self._job.id))
+                read = self._tx(lambda tx: backend.read_steps(tx, StepsParams(job_id=self._job.id)))
+                state.records, state.now = dict(read.records), read.now
         return state.records.get(name)
 
-    def _keep(self, record: store.StepRecord, now: datetime | None = None) -> store.StepRecord:
+    def _keep(self, record: StepInfo, now: datetime | None = None) -> StepInfo:
         state = self._durable
         assert state.records is not None
         state.records[record.name] = record
@@ -201,7 +220,7 @@ class DurableSteps:
             self._durable.used.discard(name)  # nothing recorded: this run may call the step again
             raise
 
-    def _replayed(self, name: str, entry: str) -> store.StepRecord | None:
+    def _replayed(self, name: str, entry: str) -> StepInfo | None:
         record = self._recorded(name)
         if record is not None and record.entry != entry:
             raise InvalidOption(f"{name!r} names a {record.entry} of this job, not a {entry}: a name must "
@@ -213,21 +232,25 @@ class DurableSteps:
 
     def _record(self, name: str, value: Any, started: float) -> Any:
         stored = self._stored(name, value)
-        models = self._models()
-        if models is None:
+        backend = self._store()
+        if backend is None:
             return stored
-        elapsed = time.monotonic() - started
-        fence = self._job.fence
-        record = self._fenced(self._tx(lambda r: store.record_step(models, r, fence, name, stored, elapsed)))
+        params = RecordStepParams(fence=self._job.fence, name=name, result=stored,
+                                  elapsed=time.monotonic() - started)
+        record = self._fenced(self._tx(lambda tx: backend.record_step(tx, params)))
         return self._keep(record).result
 
     def _transactional(self, name: str, fn: Callable[[Session], Any], started: float) -> Any:
-        models = self._models()
-        if models is None:
+        backend = self._store()
+        if backend is None:
             raise InvalidOption("ctx.step(..., transactional=True) needs a database (this run has none)")
         fence = self._job.fence
 
-        def work(runner: Runner) -> store.StepRecord:
+        def work(runner: Tx) -> StepInfo:
+            if not isinstance(runner, (Session, Connection)):  # refused before fn runs: nothing is recorded
+                raise InvalidOption(f"ctx.step(..., transactional=True) calls fn(session) in the record's "
+                                    f"SQLAlchemy transaction, which this run's store ({type(backend).__name__}) "
+                                    "does not have")
             session = runner if isinstance(runner, Session) else Session(bind=runner)  # joins its transaction
             try:
                 stored = self._stored(name, fn(session))
@@ -236,7 +259,8 @@ class DurableSteps:
                 if session is not runner:
                     session.close()
             # the job row is locked (FOR KEY SHARE) only now, for the record: not while fn runs
-            record = store.record_step(models, runner, fence, name, stored, time.monotonic() - started)
+            record = backend.record_step(runner, RecordStepParams(fence=fence, name=name, result=stored,
+                                                                  elapsed=time.monotonic() - started))
             if record is None:
                 raise _FencedOut  # rolls fn's writes back with the transaction
             return record
@@ -288,11 +312,11 @@ class DurableSteps:
         record = self._replayed(name, "sleep")
         now = self._durable.now
         if record is None:
-            models = self._models()
-            if models is None:  # no database: suspend for the whole delay
+            backend = self._store()
+            if backend is None:  # no store (testing.perform): reported as a pause, nothing recorded
                 raise self._suspend(Suspended("sleep", name, until, f"sleeping ({name})"))
-            fence = self._job.fence
-            reached = self._fenced(self._tx(lambda r: store.reach_sleep(models, r, fence, name, delay, until)))
+            params = SleepParams(fence=self._job.fence, name=name, delay=delay, until=until)
+            reached = self._fenced(self._tx(lambda tx: backend.reach_sleep(tx, params)))
             record, now = self._keep(reached.record, reached.now), reached.now
         assert record.wake_at is not None
         if now is not None and record.wake_at <= now:
@@ -322,11 +346,11 @@ class DurableSteps:
         self._use(_check_name(name))
         record = self._replayed(name, "wait")
         if record is None or record.resolution is None:
-            models = self._models()
-            if models is None:
+            backend = self._store()
+            if backend is None:  # no store (testing.perform): reported as a pause, nothing recorded
                 raise self._suspend(Suspended("wait", name, None, f"waiting for signal {name!r}"))
-            fence = self._job.fence
-            reached = self._fenced(self._tx(lambda r: store.reach_wait(models, r, fence, name, limit)))
+            params = WaitParams(fence=self._job.fence, name=name, timeout=limit)
+            reached = self._fenced(self._tx(lambda tx: backend.reach_wait(tx, params)))
             record = self._keep(reached.record, reached.now)
         if record.resolution == "signal":
             return record.result
@@ -350,22 +374,26 @@ def _check_name(name: object) -> str:
     return name
 
 
-def wake_check(ctx: DurableSteps, params: FinishParams | None) -> Callable[[Session], None] | None:
-    """For a run suspended in a wait: ``call(session)`` for its outcome transaction, after the fenced write.
+def wake_check(ctx: DurableSteps, params: FinishParams | None) -> Callable[[Tx], None] | None:
+    """For a run suspended in a wait: ``call(tx)`` for its outcome transaction, after the fenced write.
 
-    It wakes the job at once if the signal is stored already, else leaves it
-    invisible until the deadline (``storage.steps.suspend_wait``).
+    ``tx`` is the outcome transaction's handle of the run's store (a
+    ``Session`` for PostgreSQL).  The call wakes the job at once if the
+    signal is stored already, else leaves it invisible until the deadline
+    (``DurableBackend.wake_wait``); it commits or rolls back with the
+    outcome, and a crash before that commit leaves the claim to expire.
+    None for any other run, and for a run without a store.
     """
     suspended = ctx.suspension
     if suspended is None or suspended.what != "wait" or params is None or params.outcome is not Outcome.PAUSED:
         return None
     checkpointer = ctx.checkpointer
-    models: Models | None = getattr(checkpointer.backend, "models", None) if checkpointer is not None else None
-    if models is None:
-        return None
-    fence = params.fence
+    backend = checkpointer.backend if checkpointer is not None else None
+    if backend is None:
+        return None  # no store (testing.perform): nothing was recorded, nothing to wake
+    wake = WakeWaitParams(fence=params.fence, name=suspended.name, deadline=suspended.until)
 
-    def call(session: Session) -> None:
-        store.suspend_wait(models, session, fence, suspended.name, suspended.until)
+    def call(tx: Tx) -> None:
+        backend.wake_wait(tx, wake)
 
     return call
