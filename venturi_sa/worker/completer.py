@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -133,15 +134,15 @@ class Completer:
         job is not counted as failed.  Otherwise :class:`Refused` says why.
         """
         assert run.params is not None
-        hooked = has_hook(run) or needs_wake(run)
-        if self.batcher is not None and not hooked and not run.ctx.session_used:
+        hooked, waking = has_hook(run), needs_wake(run)
+        if self.batcher is not None and not hooked and not waking and not run.ctx.session_used:
             self.batcher.submit(run)  # blocks while the backlog is full: the run keeps its slot
             return Persist.HANDED_ON
         if hooked and not run.ctx.session_used:
             run.ctx.session  # noqa: B018 - the outcome hook's session: opened here, the outcome written in it
         session = run.ctx.take_session()
         if session is None:
-            ok = self.write(run, run.params)
+            ok = self.write(run, run.params, woken=waking)
         else:
             try:
                 outcome = self._in_session(session, run, run.params, may_rerun)
@@ -153,16 +154,23 @@ class Completer:
         self.report(run, ok)
         return Persist.RECORDED if ok else Persist.LOST
 
-    def write(self, run: Run, params: FinishParams) -> bool:
+    def write(self, run: Run, params: FinishParams, woken: bool = False) -> bool:
         """Write ``params`` in a transaction of its own, retried; True if recorded (committed).
 
         Sets ``run.recorded`` to the outcome the write reported.  No hook
-        runs here.  A crash before the commit records nothing: the job is
-        recovered when its lease expires.
+        runs here; with ``woken`` the wake stage runs in the same transaction,
+        after the fenced write, on any store.  A crash before the commit
+        records nothing: the job is recovered when its lease expires.
         """
+        def in_transaction(conn: Any) -> Outcome | None:
+            recorded = self.backend.finish_many(conn, FinishManyParams(outcomes=[params])).get(params.fence)
+            call = wake(run, params, recorded) if woken and recorded is not None else None
+            if call is not None:
+                call(conn)  # commits or rolls back with the outcome
+            return recorded
+
         def once() -> Outcome | None:
-            return self.conns.begin(
-                lambda conn: self.backend.finish_many(conn, FinishManyParams(outcomes=[params]))).get(params.fence)
+            return self.conns.begin(in_transaction)
 
         try:
             recorded = retrying(once, until=self.retry_for([run]), what=f"recording job {run.job.id}",

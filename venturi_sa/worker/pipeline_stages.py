@@ -22,12 +22,12 @@ from types import CoroutineType
 from typing import Any
 
 from sqlalchemy.exc import StatementError
-from sqlalchemy.orm import Session
 
 from venturi_sa import payloads
 from venturi_sa.declarations.run_outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.errors import InvalidPayload, JobCancelled, Suspended
 from venturi_sa.states import Outcome
+from venturi_sa.storage.backend import Tx
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
 from venturi_sa.worker.durable import wake_check
@@ -338,12 +338,15 @@ def control(run: Run) -> FinishParams | None:
 
 
 def needs_wake(run: Run) -> bool:
-    """Whether ``run`` suspended in a wait, so its outcome is written in a session for :func:`wake`."""
+    """Whether ``run`` suspended in a wait, so its outcome transaction runs :func:`wake` after the write."""
     return run.ctx.suspension is not None and wake_check(run.ctx, run.params) is not None
 
 
-def wake(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Session], None] | None:
-    """The wake stage: ``call(session)`` for a wait's ``paused`` as recorded, run after the fenced write.
+def wake(run: Run, params: FinishParams, recorded: Outcome) -> Callable[[Tx], None] | None:
+    """The wake stage: ``call(tx)`` for a wait's ``paused`` as recorded, run after the fenced write.
+
+    ``tx`` is the outcome transaction's handle: the store's own (the
+    completer's single write, on any store) or the handler's session.
 
     The completer (and the testing drain) call it in the outcome's
     transaction, after the write that locked the job's row and before any

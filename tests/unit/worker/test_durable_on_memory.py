@@ -43,6 +43,47 @@ def test_steps_replay_and_a_sleep_suspends_until_its_wake_time() -> None:
     assert resumed.params.attachment == 1 and parts.store.journal_of(job_id) == [(1, "paused"), (2, "completed")]
 
 
+class Waiter(Task):
+    KIND = "waiter"
+    signal_while_running: Any = None
+
+    def run(self, ctx: JobContext) -> Any:
+        try:
+            return ctx.wait_for("approved", timeout=3600)
+        except Suspended:
+            if Waiter.signal_while_running is not None:
+                Waiter.signal_while_running(ctx.job_id)  # after the wait was reached, before its outcome
+            raise
+
+
+def test_a_wait_through_the_completer_is_woken_by_a_signal_stored_before_its_outcome() -> None:
+    """The wake stage runs in the store's own outcome transaction: no ORM session needed on memory."""
+    parts = Parts([Waiter])
+    Waiter.signal_while_running = lambda job_id: parts.store.signal(job_id, "approved", {"ok": True})
+    try:
+        job_id = parts.store.add("waiter")
+        [run] = parts.claim_and_run()
+    finally:
+        Waiter.signal_while_running = None
+    assert run.params is not None and run.params.outcome is Outcome.PAUSED
+    assert parts.store.jobs[job_id].visible_at <= parts.clock()  # woken at once, not held to the deadline
+    [resumed] = parts.claim_and_run()
+    assert resumed.params is not None and resumed.params.outcome is Outcome.COMPLETED
+    assert resumed.params.attachment == {"ok": True}
+
+
+def test_a_wait_through_the_completer_is_held_to_its_deadline_without_a_signal() -> None:
+    parts = Parts([Waiter])
+    job_id = parts.store.add("waiter")
+    [run] = parts.claim_and_run()
+    assert run.params is not None and run.params.outcome is Outcome.PAUSED
+    assert parts.store.jobs[job_id].visible_at > parts.clock()
+    assert parts.claim_and_run() == []
+    assert parts.store.signal(job_id, "approved", {"ok": False}).value == "woke"
+    [resumed] = parts.claim_and_run()
+    assert resumed.params is not None and resumed.params.attachment == {"ok": False}
+
+
 def _context(parts: Parts, kind: str = "sleeper") -> JobContext:
     parts.store.add(kind)
     parts.producer.claim_round()
