@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "venturi_sa.workflow_adds", "venturi_sa.owed_calls")),
     ("operations: the operator face", ("venturi_sa.ops",)),
     ("periodic: schedules declared, reconciled and fired", ("venturi_sa.periodic",)),
-    ("the queue: one application's tasks, models and operations", ("venturi_sa.queue",)),
+    ("the queue: one application's tasks, models and operations", ("venturi_sa.queue", "venturi_sa.run_hooks")),
     ("the worker", ("venturi_sa.worker",)),
     ("faces: the dashboard, the command line, framework glue, test helpers, the package's names", (
         "venturi_sa.web", "venturi_sa.cli", "venturi_sa.contrib", "venturi_sa.testing", "venturi_sa.devtools",
