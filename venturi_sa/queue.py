@@ -27,12 +27,11 @@ from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
 from venturi_sa.ops.face import Operations
 from venturi_sa.ops.job_steps import DEFAULT_MAX_SIGNAL_BYTES, DEFAULT_MAX_SIGNALS
 from venturi_sa.periodic import declare as periodic
+from venturi_sa.run_hooks import NO_HOOKS, RunHooks
 from venturi_sa.task import EmptyPayload, Handler, Registry, Task, check_policy_keys, task
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
-
-    from venturi_sa.worker.hooks import RunHooks
 
 EnqueueHook = Callable[[Session, list[JobBase]], None]
 
@@ -44,12 +43,6 @@ def _session_class_of(models: Models) -> type[Session]:
         cls: type[Session] = sqlmodel.Session
         return cls
     return Session
-
-
-def _no_run_hooks() -> RunHooks:
-    from venturi_sa.worker.hooks import NO_HOOKS  # the worker package imports this module
-
-    return NO_HOOKS
 
 
 class Queue(Operations):
@@ -108,8 +101,8 @@ class Queue(Operations):
         Empty unless a test switches on ``venturi_sa.testing.inline(queue)`` or
         ``venturi_sa.contrib.otel.instrument(queue)`` added its own.
         """
-        self.run_hooks = _no_run_hooks()
-        """The queue's own ``around_run``/``on_outcome`` hooks (:mod:`venturi_sa.worker.hooks`), run by every runner."""
+        self.run_hooks: RunHooks = NO_HOOKS
+        """The queue's own ``around_run``/``on_outcome`` hooks (:mod:`venturi_sa.run_hooks`), run by every runner."""
 
     @property
     def prefix(self) -> str:

@@ -1,4 +1,4 @@
-"""``venturi jobs signal``, and a job's durable steps for ``venturi jobs show``.
+"""``venturi jobs signal``: send a signal to a job (its steps for ``venturi jobs show`` are in ``step_lines``).
 
 ``jobs signal`` is ``queue.signal`` in one short transaction: the job's
 ``ctx.wait_for(NAME)`` gets the JSON payload, and a job suspended in that
@@ -8,7 +8,6 @@ wait is woken when it commits.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -17,11 +16,7 @@ from venturi_sa import payloads
 from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.jobs import jobs
 from venturi_sa.cli.options import queue_options
-from venturi_sa.cli.output import emit_json, table
-from venturi_sa.ops.job_steps import StepInfo, timeline
-from venturi_sa.ops.records import JournalInfo
-
-TIMELINE_HEADERS = ("at", "run", "entry", "name / outcome", "took", "detail")
+from venturi_sa.cli.output import emit_json
 
 
 def _payload(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -50,11 +45,3 @@ def signal(dsn: str | None, prefix: str, as_json: bool, payload: Any, job_id: st
         emit_json(sent.as_dict())
     else:
         click.echo(f"job {job_id}: signal {name!r} {sent.result}")
-
-
-def render_steps(journal: Sequence[JournalInfo], steps: Sequence[StepInfo]) -> str:
-    """The job's steps interleaved with its journal, as text (empty for a job without steps)."""
-    if not steps:
-        return ""
-    rows = [[r.at, r.run_no, r.entry, r.name, r.took, r.detail] for r in timeline(journal, steps)]
-    return f"\n\nsteps and journal:\n{table(TIMELINE_HEADERS, rows, right=('run',))}"

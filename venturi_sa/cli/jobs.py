@@ -18,6 +18,7 @@ from venturi_sa.cli.connect import bare_queue, opened
 from venturi_sa.cli.main import VenturiGroup, cli
 from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import cell, emit_json, fields, table
+from venturi_sa.cli.step_lines import render_steps
 from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.job_sections import MOST, SHOWN, JournalLine, Section, Starts
 from venturi_sa.ops.records import FireInfo, JobInfo, JobView, JournalInfo
@@ -155,8 +156,6 @@ def show(dsn: str | None, prefix: str, as_json: bool, limit: int, journal_from: 
                    "pages": {name: {k: v for k, v in getattr(found, name).as_dict().items() if k != "items"}
                              for name in SECTIONS}})
         return
-    from venturi_sa.cli.job_signals import render_steps  # registered after this module
-
     entries = [line.entry for line in lines]
     text = render_job(job, lines) + render_steps(entries, found.steps.items)
     if found.journal.total:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from venturi_sa.cli.app_loader import load_app
 from venturi_sa.errors import BadPrefix
 from venturi_sa.prefix import validate_prefix
 
@@ -39,8 +40,6 @@ def check_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 def load_app_option(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is not None:
-        from venturi_sa.cli.worker_cmd import load_app
-
         ctx.meta[APP_META] = load_app(value)
 
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -16,12 +13,13 @@ from click.core import ParameterSource
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from venturi_sa.cli.app_loader import load_app
 from venturi_sa.cli.connect import NO_DSN, HiddenSqlParameters, make_engine, normalize_dsn, require_schema, shown
 from venturi_sa.cli.failures import CliError, CliUsageError, first_line
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import dsn_option
 from venturi_sa.errors import VenturiError
-from venturi_sa.worker.app import WorkerApp, as_worker_app
+from venturi_sa.worker.app import WorkerApp
 from venturi_sa.worker.joblog import RunContextFilter
 from venturi_sa.worker.lifecycle import CONNECT_TIMEOUT, DatabaseUnavailable, wait_for_database
 
@@ -40,34 +38,6 @@ def setup_logging(verbose: int) -> None:
         logging.getLogger("venturi_sa").setLevel(logging.DEBUG)
     if verbose >= 2:
         logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
-
-
-def load_app(app: str) -> WorkerApp:
-    """Import ``package.module:attribute`` and return it as a :class:`~venturi_sa.WorkerApp`.
-
-    The current directory is importable, as for ``python -m``.  The attribute
-    may be a dotted path; it names a Queue, a WorkerApp, an object carrying
-    one (a Flask app with the venturi extension) or a function of no
-    arguments returning one of those.  Anything else is a one-line error.
-    """
-    module_name, sep, attr = app.partition(":")
-    if not sep or not module_name or not attr:
-        raise CliUsageError(f"APP must look like 'package.module:queue', got {app!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        target: object = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r} (from APP {app!r}): {exc}") from None
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise CliError(f"module {module_name!r} has no attribute {attr!r} (from APP {app!r})") from None
-    try:
-        return as_worker_app(target, f"APP {app!r}")
-    except (TypeError, VenturiError) as exc:
-        raise CliError(str(exc)) from None
 
 
 def split_kinds(value: str | None) -> list[str] | None:

@@ -15,7 +15,7 @@ After ``instrument(queue)``:
   child of the enqueue span; later runs (retries, a rerun after a crash)
   start their own trace and carry a link to the enqueue span;
 * the run span has the job's kind, id and run number as attributes, and,
-  once the worker reports outcomes to hooks (``venturi_sa.worker.hooks``),
+  once the worker reports outcomes to hooks (``venturi_sa.run_hooks``),
   the outcome; the run's journal attachment then gets ``trace_id`` (the run
   span's, 32 hex digits) unless the run completed: a completed run's
   attachment is the job's result and stays exactly what the handler returned.
@@ -48,11 +48,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider, format_trace_id
 
+from venturi_sa import run_hooks
 from venturi_sa.errors import Suspended
 from venturi_sa.states import Outcome
 from venturi_sa.storage import traces
 from venturi_sa.storage.params import FinishParams, Runner
-from venturi_sa.worker import hooks
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -81,7 +81,7 @@ def instrument(queue: Queue, *, tracer_provider: TracerProvider | None = None) -
         release = None
     tracing = _Tracing(queue.models, trace.get_tracer(TRACER_NAME, release, tracer_provider=tracer_provider))
     queue.enqueue_hooks.insert(0, tracing.enqueued)  # before testing.inline's runner, so its runs see the context
-    queue.run_hooks = queue.run_hooks + hooks.RunHooks.of(around_run=tracing.around_run, on_outcome=tracing)
+    queue.run_hooks = queue.run_hooks + run_hooks.RunHooks.of(around_run=tracing.around_run, on_outcome=tracing)
 
 
 class _RunSpan:

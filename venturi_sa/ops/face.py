@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from venturi_sa import payloads
 from venturi_sa.errors import InvalidOption
 from venturi_sa.models import Models
-from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, stats
+from venturi_sa.ops import admin, cancel, cleanup, edit, history, pause, schedules, stats
 from venturi_sa.ops import archive as archiving
 from venturi_sa.ops import dependents as workflow
 from venturi_sa.ops import job_sections as sections
@@ -45,8 +45,6 @@ from venturi_sa.ops.limits import UNSET, Count, LimitInfo, Rated
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, Page, ScheduleInfo, Stats
 from venturi_sa.ops.twins import async_twin, joins_session, joins_transaction, nap, operation
-from venturi_sa.periodic import firing
-from venturi_sa.periodic import operations as schedules
 from venturi_sa.task import Registry
 
 log = logging.getLogger("venturi_sa.periodic")
@@ -355,7 +353,8 @@ class Operations:
         schedule's last-job columns commit together; the next fire time does
         not move.  ``VenturiError`` if there is no live schedule of that name.
         """
-        return firing.run_now(self, engine, name)
+        channel = self.models.names.channel if self.notify else None
+        return schedules.run_now(self.models, engine, name, channel)
 
     # -- the same operations on an AsyncEngine: each the sync method above, in the greenlet bridge --
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from venturi_sa.errors import InvalidOption, VenturiError
 from venturi_sa.periodic.policies import CatchUp, check_overlap, parse_catch_up
@@ -23,6 +23,7 @@ from venturi_sa.periodic.timing import Cron, Every, Timing, load_zone
 from venturi_sa.task import Task, check_priority
 
 if TYPE_CHECKING:
+    from venturi_sa.models import Models
     from venturi_sa.task import Registry
 
 MAX_NAME = 200
@@ -145,4 +146,28 @@ class ScheduleSet:
         return bool(self._by_name)
 
 
-__all__ = ["Schedule", "ScheduleSet", "build", "from_task_type"]
+class ScheduledQueue(Protocol):
+    """What reconciling and firing read of a queue (:class:`venturi_sa.Queue` is one): nothing else.
+
+    Its ``models`` (the tables), ``registry`` (the kinds it may judge),
+    ``schedules`` (the declared ones), ``notify`` (whether fired jobs send
+    ``NOTIFY``) and ``prefix`` (for logs and thread names).
+    """
+
+    @property
+    def models(self) -> Models: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def schedules(self) -> ScheduleSet: ...
+
+    @property
+    def notify(self) -> bool: ...
+
+    @property
+    def prefix(self) -> str: ...
+
+
+__all__ = ["Schedule", "ScheduleSet", "ScheduledQueue", "build", "from_task_type"]

@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
@@ -48,18 +48,15 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.errors import VenturiError
 from venturi_sa.models import Models, new_job_id
+from venturi_sa.periodic.declare import ScheduledQueue
 from venturi_sa.periodic.policies import parse_catch_up, select
 from venturi_sa.periodic.timing import parse_spec
 from venturi_sa.storage import schedules as verbs
 from venturi_sa.storage.enqueue import InsertParams, NewJob, insert_jobs
 from venturi_sa.storage.faults import is_transient
 
-if TYPE_CHECKING:
-    from venturi_sa.ops.face import Operations
-    from venturi_sa.queue import Queue
-
 logger = logging.getLogger("venturi_sa.periodic")
-ISOLATION = "READ COMMITTED"
+ISOLATION = "READ COMMITTED"  # also venturi_sa.ops.schedules.FIRE_ISOLATION, the operator's run-now
 DEFER_POLL = 1.0  # seconds between looks at a schedule waiting for its previous job (overlap="queue")
 FAIL_BACKOFF = 1.0  # seconds a schedule that failed to fire is skipped for, doubled at each failure in a row
 MAX_FAIL_BACKOFF = 300.0
@@ -126,11 +123,11 @@ def _transaction(engine: sa.Engine) -> Iterator[Session]:
         yield session
 
 
-def _channel(queue: Operations) -> str | None:
+def _channel(queue: ScheduledQueue) -> str | None:
     return queue.models.names.channel if queue.notify else None
 
 
-def fire_due(queue: Queue, engine: sa.Engine, *, skip: Collection[str] = ()) -> list[Fired]:
+def fire_due(queue: ScheduledQueue, engine: sa.Engine, *, skip: Collection[str] = ()) -> list[Fired]:
     """Fire every schedule of ``queue`` due now but those named in ``skip``, one transaction each.
 
     Returns what each transaction did.
@@ -180,31 +177,7 @@ def _failed(name: str, what: str, exc: Exception) -> Fired:
     return Fired(name, deferred=True, failed=reason)
 
 
-def run_now(queue: Operations, engine: sa.Engine, name: str) -> str:
-    """Fire schedule ``name`` once now, outside its timing and policies; returns the job id.
-
-    The job, its ``_fires`` row (fire time: the database clock now) and the
-    schedule's last-job columns commit together; the next fire time does not
-    move.  ``VenturiError`` if there is no live schedule of that name.
-    """
-    models = queue.models
-    with _transaction(engine) as session:
-        due = verbs.lock_due(models, session, verbs.LockDueParams(name=name))
-        if due is None or due.row.removed_at is not None:
-            raise VenturiError(f"no schedule named {name!r} (see `venturi schedules`)")
-        row, job_id = due.row, new_job_id()
-        if not verbs.record_fires(models, session, verbs.RecordFiresParams(
-                schedule=name, fires=[verbs.FireRecord(fire_at=due.now, job_id=job_id)])):
-            raise VenturiError(f"schedule {name!r} fired at this very instant already; run it again")
-        insert_jobs(models, session, InsertParams(
-            jobs=[NewJob(id=job_id, kind=row.kind, payload=row.payload, priority=row.priority)],
-            notify_channel=_channel(queue)))
-        verbs.advance(models, session, verbs.AdvanceParams(
-            name=name, due=None, next_at=None, last_at=due.now, last_job=job_id, fired=1, skipped=0))
-    return job_id
-
-
-def seconds_until_due(queue: Queue, engine: sa.Engine) -> float | None:
+def seconds_until_due(queue: ScheduledQueue, engine: sa.Engine) -> float | None:
     """Seconds (database clock) until the soonest live schedule is due, or None if there is none."""
     with _transaction(engine) as session:
         return verbs.seconds_until_due(queue.models, session)
@@ -228,7 +201,7 @@ class Firer(threading.Thread):
     and the thread ends.
     """
 
-    def __init__(self, queue: Queue, engine: sa.Engine, stopping: threading.Event, *,
+    def __init__(self, queue: ScheduledQueue, engine: sa.Engine, stopping: threading.Event, *,
                  poll_interval: float = 5.0, on_event: EventHook | None = None) -> None:
         super().__init__(name=f"venturi-firer-{queue.prefix}", daemon=True)
         self.queue = queue
@@ -302,4 +275,4 @@ class Firer(threading.Thread):
 
 
 __all__ = ["DEFER_POLL", "FAIL_BACKOFF", "MAX_FAIL_BACKOFF", "Fired",
-           "Firer", "ScheduleMoved", "fire_due", "run_now", "seconds_until_due"]
+           "Firer", "ScheduleMoved", "fire_due", "seconds_until_due"]

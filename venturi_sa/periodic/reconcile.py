@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from venturi_sa.periodic.declare import ScheduledQueue
 from venturi_sa.periodic.timing import at_or_after
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage.schedules import ReconcileParams
-
-if TYPE_CHECKING:
-    from venturi_sa.queue import Queue
 
 logger = logging.getLogger("venturi_sa.periodic")
 DEFINITION = ("kind", "payload", "priority", "timing", "tz", "catch_up", "overlap")
@@ -48,7 +46,7 @@ class Reconciled:
     removed: list[str] = field(default_factory=list)
 
 
-def reconcile(queue: Queue, engine: sa.Engine) -> Reconciled:
+def reconcile(queue: ScheduledQueue, engine: sa.Engine) -> Reconciled:
     """Make the stored schedules of ``queue``'s kinds match ``queue.schedules`` (see the module docstring).
 
     Returns what changed; stored schedules of kinds the queue does not

@@ -24,12 +24,12 @@ from sqlalchemy.orm import Session
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.payloads import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi_sa.run_hooks import NO_HOOKS, RunHooks
 from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
 from venturi_sa.worker.checkpoint import Checkpointer
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.pipeline import NOT_RUN
 from venturi_sa.worker.pipeline import decide as run_pipeline

@@ -174,6 +174,14 @@ requeue, kill, release, cancel, retry now, run now (``edit(run_now=True)``), set
 replace payload (``edit``)."""
 
 
+BULK_BATCH = 100
+"""The jobs one batch of an "all matching" request reads and changes."""
+BULK_MOST = 2000
+"""The most jobs one "all matching" request changes (the page says when more may match)."""
+SHOWN_REASONS = 3
+"""How many refusal reasons a summary spells out (the rest are counted)."""
+
+
 @dataclass(kw_only=True)
 class Outcome:
     """How a bulk action went: ids changed, ids skipped (with why), remarks, and whether more may match."""
@@ -216,6 +224,23 @@ def apply_each(action: Action, ctx: ActionContext, job_ids: Sequence[str]) -> Ou
             if isinstance(result, str):
                 outcome.remarks[result] = outcome.remarks.get(result, 0) + 1
     return outcome
+
+
+def summary(label: str, outcome: Outcome) -> str:
+    """One line: how many changed, each remark counted, the first refusals with their reason."""
+    text = f"{label}: {len(outcome.applied)} job(s) changed"
+    for remark, n in outcome.remarks.items():
+        text += f" ({n} {remark})"
+    if outcome.skipped:
+        reasons = list(outcome.skipped.values())
+        text += f"; {len(reasons)} refused: " + "; ".join(reasons[:SHOWN_REASONS])
+        if len(reasons) > SHOWN_REASONS:
+            text += f"; and {len(reasons) - SHOWN_REASONS} more"
+    if outcome.failed:
+        text += f"; stopped: {outcome.failed}"
+    elif outcome.truncated:
+        text += f"; stopped after {BULK_MOST}: run it again for the rest"
+    return text
 
 
 def registry(extra: Sequence[Action] = ()) -> dict[str, Action]:

@@ -20,6 +20,7 @@ page with each job's result.  A crash mid-way leaves the jobs done so far done.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timezone
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -29,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from venturi_sa.web import page_inputs, queries
-from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
+from venturi_sa.web.actions import BULK_BATCH, BULK_MOST, Action, ActionContext, Outcome, apply_each, summary
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.confirm_token import SELECTION_FIELD, BadConfirmation, decode, encode
 from venturi_sa.web.security import check_authorized, csrf_token
@@ -41,19 +42,17 @@ CONFIRMED = "confirmed"
 async def confirmed(dashboard: Dashboard, request: Request, form: FormData, action: Action, ctx: ActionContext,
                     ids: list[str], scope: str) -> Response:
     """The confirmation page for ``action`` on ``ids`` (or the filter's matches), or, confirmed, its results."""
-    from venturi_sa.web import routes
-
     if scope == CONFIRMED:
         return await _act(dashboard, request, form, action, ctx)
     given: dict[str, str] = {}
     truncated = False
     if scope == "matching":
-        flt, given = page_inputs.parse_filter(form, routes._now())
+        flt, given = page_inputs.parse_filter(form, datetime.now(timezone.utc))
         batches = queries.matching_ids(dashboard.models, dashboard.engine, flt, action.statuses,
-                                       routes.BULK_BATCH, routes.BULK_MOST + 1)
+                                       BULK_BATCH, BULK_MOST + 1)
         ids = [i for batch in await run_in_threadpool(list, batches) for i in batch]
-        truncated = len(ids) > routes.BULK_MOST
-        ids = ids[:routes.BULK_MOST]
+        truncated = len(ids) > BULK_MOST
+        ids = ids[:BULK_MOST]
     await check_authorized(dashboard.authorize, request, action.name, ids)
     found = await run_in_threadpool(queries.selection, dashboard.models, dashboard.engine, ids)
     statuses = {i: found[i][1] if i in found else None for i in ids}
@@ -103,7 +102,5 @@ def _results(dashboard: Dashboard, request: Request, action: Action, ids: list[s
         else:
             result = "not attempted (the database failed first)"
         rows.append({"id": job_id, "kind": found.get(job_id, ("?", ""))[0], "result": result})
-    from venturi_sa.web.routes import _summary
-
     return dashboard.render(request, "results.html", page="jobs", action=action, rows=rows,
-                            msg=_summary(action.label, outcome), failed=outcome.failed)
+                            msg=summary(action.label, outcome), failed=outcome.failed)

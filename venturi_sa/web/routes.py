@@ -38,7 +38,7 @@ from venturi_sa.storage.dashboard import JobFilter, JobPageParams
 from venturi_sa.storage.faults import is_insufficient_privilege
 from venturi_sa.storage.query_timeouts import is_busy, query_timeout
 from venturi_sa.web import confirm, forms, pauses, queries
-from venturi_sa.web.actions import Action, ActionContext, Outcome, apply_each
+from venturi_sa.web.actions import BULK_BATCH, BULK_MOST, Action, ActionContext, Outcome, apply_each, summary
 from venturi_sa.web.app import Dashboard
 from venturi_sa.web.job_steps_view import steps_timeline
 from venturi_sa.web.page_inputs import (
@@ -54,9 +54,6 @@ from venturi_sa.web.page_inputs import (
 from venturi_sa.web.security import Refused, check_authorized
 
 PAGE_SIZE = 50
-BULK_BATCH = 100
-BULK_MOST = 2000
-"""The most jobs one "all matching" request changes (the page says when more may match)."""
 FORM_FIELDS = 50
 """Form fields an action may carry besides its ids (csrf, do, note, the filter, the action's own)."""
 SORTS = ("newest", "oldest")
@@ -185,7 +182,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         else:
             flt, _ = parse_filter(form, _now())
             outcome = await _apply_matching(request, action, ctx, flt)
-        return dashboard.back(request, str(form.get("next") or ""), _summary(action.label, outcome))
+        return dashboard.back(request, str(form.get("next") or ""), summary(action.label, outcome))
 
     def _context(request: Request, action: Action, form: Any) -> ActionContext:
         """The action's context; its own fields are read (and checked: 400 if bad) here, before any job."""
@@ -238,10 +235,6 @@ def routes(dashboard: Dashboard) -> list[Route]:
     ]
 
 
-SHOWN_REASONS = 3
-"""How many refusal reasons a summary spells out (the rest are counted)."""
-
-
 def _selected(action: Action, form: Any) -> list[str]:
     """The checked job ids: at least one, at most :data:`BULK_MOST` (one for a job-page-only action)."""
     ids = [check_job_id(str(i)) for i in form.getlist("ids")]  # every id checked before any changes
@@ -253,23 +246,6 @@ def _selected(action: Action, form: Any) -> list[str]:
     if len(ids) > BULK_MOST:
         raise bad(f"at most {BULK_MOST} jobs per action: select fewer, or act on all matching a filter")
     return ids
-
-
-def _summary(label: str, outcome: Outcome) -> str:
-    """One line: how many changed, each remark counted, the first refusals with their reason."""
-    text = f"{label}: {len(outcome.applied)} job(s) changed"
-    for remark, n in outcome.remarks.items():
-        text += f" ({n} {remark})"
-    if outcome.skipped:
-        reasons = list(outcome.skipped.values())
-        text += f"; {len(reasons)} refused: " + "; ".join(reasons[:SHOWN_REASONS])
-        if len(reasons) > SHOWN_REASONS:
-            text += f"; and {len(reasons) - SHOWN_REASONS} more"
-    if outcome.failed:
-        text += f"; stopped: {outcome.failed}"
-    elif outcome.truncated:
-        text += f"; stopped after {BULK_MOST}: run it again for the rest"
-    return text
 
 
 def _viewed_ids(request: Request) -> list[str]:

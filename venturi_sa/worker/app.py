@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import InvalidOption
 from venturi_sa.queue import Queue
-from venturi_sa.worker.hooks import RunHooks
+from venturi_sa.run_hooks import RunHooks
 from venturi_sa.worker.worker_options import WorkerOptions
 
 if TYPE_CHECKING:

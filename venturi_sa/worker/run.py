@@ -6,11 +6,11 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+from venturi_sa.run_hooks import NO_HOOKS, RunHooks
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
 from venturi_sa.task import Task
 from venturi_sa.worker.context import JobContext
-from venturi_sa.worker.hooks import NO_HOOKS, RunHooks
 from venturi_sa.worker.loop import LoopTask
 
 
@@ -45,7 +45,7 @@ class Run:
     state: RunState = field(default=RunState.QUEUED)
     holds_slot: bool = False  # from its claim until the pipeline frees it (InFlight.free_slot)
     running: LoopTask | None = None  # while an async handler runs: its task on the worker loop
-    hooks: RunHooks = NO_HOOKS  # the worker's around_run (worker/hooks.py)
+    hooks: RunHooks = NO_HOOKS  # the worker's around_run (venturi_sa/run_hooks.py)
     hook_error: str | None = None  # what the task's outcome hook raised (worker/outcome_hooks.py)
     # The monotonic time after which its handler is not started: its lease, as of the claim or the latest
     # renewal, may have run out (worker/inflight.py).  Infinite for a run no worker claimed (testing helpers).

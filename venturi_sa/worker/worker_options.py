@@ -17,7 +17,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from venturi_sa.errors import InvalidOption
-from venturi_sa.worker.hooks import AroundRun, LifecycleHook, RunHooks
+from venturi_sa.run_hooks import RunHooks
+from venturi_sa.worker.hooks import AroundRun, LifecycleHook
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -86,7 +87,7 @@ class WorkerOptions:
         self.hooks()  # InvalidOption now for a hook that is not callable
 
     def hooks(self) -> RunHooks:
-        """``on_start``, ``on_stop`` and ``around_run`` as a :class:`~venturi_sa.worker.hooks.RunHooks`."""
+        """``on_start``, ``on_stop`` and ``around_run`` as a :class:`~venturi_sa.run_hooks.RunHooks`."""
         return RunHooks.of(self.on_start, self.on_stop, self.around_run)
 
     @classmethod

@@ -281,12 +281,12 @@ def test_drain_runs_the_queues_hooks(engine: sa.Engine, traced: Queue, exporter:
         session.rollback()
 
 
-# -- the on_outcome seam (venturi_sa.worker.hooks) ----------------------------------------------------
+# -- the on_outcome seam (venturi_sa.run_hooks) ----------------------------------------------------
 
 def test_on_outcome_hooks_may_replace_the_outcome_and_never_break_it(caplog: pytest.LogCaptureFixture) -> None:
+    from venturi_sa.run_hooks import RunHooks
     from venturi_sa.states import Outcome
     from venturi_sa.storage.params import Fence, FinishParams
-    from venturi_sa.worker.hooks import RunHooks
 
     params = FinishParams(fence=Fence("j1", "k", "w", 1), outcome=Outcome.RETRIED, note="n", failure=True)
     richer = FinishParams(fence=params.fence, outcome=Outcome.RETRIED, note="n", attachment={"a": 1}, failure=True)

@@ -195,7 +195,7 @@ def test_drain_async_wraps_an_async_handler_in_the_queues_run_hooks(no_rows_left
     from collections.abc import Iterator
     from contextlib import contextmanager
 
-    from venturi_sa.worker.hooks import RunHooks
+    from venturi_sa.run_hooks import RunHooks
     from venturi_sa.worker.joblog import current_job
 
     queue = async_queue(models)

@@ -22,8 +22,8 @@ from support.waiting import WAIT, Events, wait_until
 from support.workers import enqueue, journal
 
 from venturi_sa import JobContext, Queue, Task, Worker, testing
+from venturi_sa.run_hooks import RunHooks
 from venturi_sa.storage.params import FinishParams
-from venturi_sa.worker.hooks import RunHooks
 from venturi_sa.worker.outcome_hooks import OutcomeContext
 
 

@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base: errors, states and the table-name prefix", (
         "venturi_sa.errors", "venturi_sa.states", "venturi_sa.prefix")),
     ("declarations: pure values and their checks, no database", (
-        "venturi_sa.declarations", "venturi_sa.payloads", "venturi_sa.metrics", "venturi_sa.binds")),
+        "venturi_sa.declarations", "venturi_sa.payloads", "venturi_sa.metrics", "venturi_sa.binds",
+        "venturi_sa.periodic.timing")),  # fire times: stdlib, croniter and errors only; ops.schedules resumes by it
     ("schema: the mapped tables and the migrations", ("venturi_sa.models", "alembic_venturi")),
     ("storage: every SQL statement", ("venturi_sa.storage",)),
     ("tasks: the Task class and what it declares", ("venturi_sa.task", "venturi_sa.limit_keying")),
@@ -35,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "venturi_sa.workflow_adds", "venturi_sa.owed_calls")),
     ("operations: the operator face", ("venturi_sa.ops",)),
     ("periodic: schedules declared, reconciled and fired", ("venturi_sa.periodic",)),
-    ("the queue: one application's tasks, models and operations", ("venturi_sa.queue",)),
+    ("the queue: one application's tasks, models and operations", ("venturi_sa.queue", "venturi_sa.run_hooks")),
     ("the worker", ("venturi_sa.worker",)),
     ("faces: the dashboard, the command line, framework glue, test helpers, the package's names", (
         "venturi_sa.web", "venturi_sa.cli", "venturi_sa.contrib", "venturi_sa.testing", "venturi_sa.devtools",

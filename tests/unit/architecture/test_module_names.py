@@ -36,7 +36,8 @@ SHARED_NAMES: dict[str, tuple[frozenset[str], str]] = {
                       "that makes its kinds', and their rows' SQL"),
     "pauses.py": (frozenset({"storage", "web"}), "paused kinds: their SQL, and the dashboard's pause operations"),
     "pipeline.py": (frozenset({"worker", "testing"}), "a run's lifecycle, and the test helper driving that pipeline"),
-    "schedules.py": (frozenset({"storage", "cli"}), "periodic schedules: their SQL, and `venturi schedules`"),
+    "schedules.py": (frozenset({"ops", "storage", "cli"}), "periodic schedules: the operations (list, pause, "
+                     "resume, run now), their SQL, and `venturi schedules`"),
     "session_adds.py": (frozenset({"", "storage"}), "jobs added with session.add: the flush listeners and their SQL"),
     "stats.py": (frozenset({"ops", "storage"}), "queue statistics: the API and its SQL"),
 }
