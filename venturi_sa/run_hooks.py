@@ -28,8 +28,8 @@ the queue (the worker, ``WorkerApp``, the testing helpers) runs them before
 its own, i.e. outside them.  :class:`RunHooks` is declared here, beside the
 queue and below the worker, because the queue carries it: a hook receives the
 worker (``venturi_sa.Worker``) or the run's context (``venturi_sa.JobContext``),
-which this module passes on without naming their classes (the worker's typed
-aliases are in :mod:`venturi_sa.worker.hooks`).
+typed here with the public protocol ``venturi_sa.JobContext`` and, for the
+worker, ``Any`` (the worker sits above this module).
 """
 
 from __future__ import annotations
@@ -40,15 +40,20 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from dataclasses import dataclass
 from typing import Any
 
+from venturi_sa.declarations.task_contexts import JobContext
 from venturi_sa.errors import InvalidOption
 from venturi_sa.storage.params import FinishParams
 
 logger = logging.getLogger("venturi_sa.worker")
-# What a hook is called with, as far as this layer can name it (worker.hooks names the worker's classes):
-_Lifecycle = Callable[[Any], None]  # the venturi_sa.Worker
-_AroundRun = Callable[[Any], AbstractContextManager[Any]]  # the run's venturi_sa.JobContext
-_OnOutcome = Callable[[Any, FinishParams], "FinishParams | None"]  # the JobContext and the run's outcome
-_NO_SCOPE: AbstractContextManager[None] = nullcontext()
+# What each hook is called with.  ``on_start``/``on_stop`` get the Worker, typed ``Any``: the worker sits
+# above this module, so naming its class would run against the import direction.  A hook annotated
+# ``def on_start(worker: Worker) -> None`` type-checks against it all the same.
+LifecycleHook = Callable[[Any], None]
+AroundRun = Callable[[JobContext], AbstractContextManager[Any]]
+OnOutcome = Callable[[JobContext, FinishParams], "FinishParams | None"]
+
+NOTHING: AbstractContextManager[None] = nullcontext()
+"""A reusable no-op context manager (the scope of a run without ``around_run`` hooks, and the like)."""
 
 
 def _hooks(name: str, value: Callable[..., Any] | Sequence[Callable[..., Any]] | None) -> tuple[Any, ...]:
@@ -66,10 +71,10 @@ def _hooks(name: str, value: Callable[..., Any] | Sequence[Callable[..., Any]] |
 class RunHooks:
     """A worker's hooks (each a tuple, called in order; ``on_stop`` last first)."""
 
-    on_start: tuple[_Lifecycle, ...] = ()
-    on_stop: tuple[_Lifecycle, ...] = ()
-    around_run: tuple[_AroundRun, ...] = ()
-    on_outcome: tuple[_OnOutcome, ...] = ()
+    on_start: tuple[LifecycleHook, ...] = ()
+    on_stop: tuple[LifecycleHook, ...] = ()
+    around_run: tuple[AroundRun, ...] = ()
+    on_outcome: tuple[OnOutcome, ...] = ()
 
     @classmethod
     def of(cls, on_start: Any = None, on_stop: Any = None, around_run: Any = None,
@@ -94,7 +99,7 @@ class RunHooks:
 
     def around(self, ctx: Any) -> AbstractContextManager[None]:
         """Enter every ``around_run(ctx)`` in order (left last first); a shared no-op without hooks."""
-        return self._around(ctx) if self.around_run else _NO_SCOPE
+        return self._around(ctx) if self.around_run else NOTHING
 
     def outcome(self, ctx: Any, params: FinishParams) -> FinishParams:
         """The run's outcome after every ``on_outcome`` hook, in order; the shared ``params`` without hooks.
@@ -133,4 +138,4 @@ NO_HOOKS = RunHooks()
 """No hooks: the queue's default ``run_hooks``."""
 
 
-__all__ = ["NO_HOOKS", "RunHooks"]
+__all__ = ["NO_HOOKS", "NOTHING", "AroundRun", "LifecycleHook", "OnOutcome", "RunHooks"]

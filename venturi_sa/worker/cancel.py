@@ -4,7 +4,7 @@ A cancel reaches a worker through its lease renewal (the round trip it makes
 every ``lease / 3`` anyway, so delivery needs no LISTEN and survives a
 listener reconnect), sooner when a ``NOTIFY`` with
 :data:`~venturi_sa.storage.cancels.CANCEL_PAYLOAD` makes the lease keeper
-renew at once.  Delivery sets the run's :class:`CancelState` (what
+renew at once.  Delivery sets the run's :class:`~venturi_sa.worker.cancel_state.CancelState` (what
 ``ctx.cancelled`` reads) and cancels an ``async def`` handler's task.  When
 the run ends, whatever the handler returned, the pipeline's control step
 (:func:`venturi_sa.worker.pipeline_stages.control`) replaces its outcome: ``dead``
@@ -30,60 +30,10 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
-from venturi_sa.errors import JobCancelled
-from venturi_sa.worker.hooks import NOTHING
+from venturi_sa.run_hooks import NOTHING
 
 if TYPE_CHECKING:
     from venturi_sa.worker.run import Run
-
-
-_MARK = threading.Lock()
-
-
-class CancelState:
-    """One run's cancel request, shared by the contexts of its reruns; set from the lease keeper's thread.
-
-    A flag, plus a ``threading.Event`` made only when a handler waits for the
-    cancel (``ctx.wait_cancelled``): most runs never wait, and an event (a
-    lock and a condition) per claimed job was a measurable share of the
-    worker's per-job time.
-    """
-
-    __slots__ = ("is_set", "note", "timed_out", "_event")
-
-    def __init__(self) -> None:
-        self.is_set = False  # set (once, under _MARK) with note and timed_out
-        self.note: str | None = None
-        self.timed_out = False  # cancelled by the task's time limit, not by an operator
-        self._event: threading.Event | None = None
-
-    def mark(self, note: str, timed_out: bool = False) -> bool:
-        """Record the request; False if it was recorded already (the first one decides)."""
-        with _MARK:
-            if self.is_set:
-                return False
-            self.note, self.timed_out = note, timed_out
-            self.is_set = True
-            event = self._event
-        if event is not None:
-            event.set()
-        return True
-
-    def wait(self, timeout: float | None) -> bool:
-        """Block up to ``timeout`` seconds for the request; True if it came."""
-        if self.is_set:
-            return True
-        with _MARK:
-            event = self._event
-            if event is None:
-                event = self._event = threading.Event()
-            if self.is_set:  # marked before the event existed
-                event.set()
-        return event.wait(timeout)
-
-    def raise_if_set(self) -> None:
-        if self.is_set:
-            raise JobCancelled(self.note or "cancelled")
 
 
 def deliver_cancel(run: Run, note: str) -> None:

@@ -13,7 +13,7 @@ from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.dependents import ParentInfo
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker import parents as parent_reads
-from venturi_sa.worker.cancel import CancelState
+from venturi_sa.worker.cancel_state import CancelState
 from venturi_sa.worker.checkpoint import with_progress
 from venturi_sa.worker.durable import DurableSteps
 from venturi_sa.worker.joblog import job_log

@@ -61,12 +61,12 @@ from collections.abc import Callable
 from typing import Any
 
 from venturi_sa.owed_calls import overrides_on_dead
+from venturi_sa.run_hooks import NOTHING
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Registry
 from venturi_sa.worker.cancel import time_limit
 from venturi_sa.worker.completer import Completer, Persist, Refused
-from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.inflight import InFlight, Start
 from venturi_sa.worker.joblog import current_job
 from venturi_sa.worker.pipeline_stages import (

@@ -26,12 +26,12 @@ from sqlalchemy.exc import StatementError
 from venturi_sa import payloads
 from venturi_sa.declarations.run_outcomes import RUN_OUTCOMES, Complete, Die, Pause, Retry
 from venturi_sa.errors import InvalidPayload, JobCancelled, Suspended
+from venturi_sa.run_hooks import NOTHING
 from venturi_sa.states import Outcome
 from venturi_sa.storage.backend import Tx
 from venturi_sa.storage.params import NOTE_LIMIT, FinishParams, InvalidOutcome
 from venturi_sa.task import Registry, Task
 from venturi_sa.worker.durable import wake_check
-from venturi_sa.worker.hooks import NOTHING
 from venturi_sa.worker.joblog import running
 from venturi_sa.worker.loop import worker_loop
 from venturi_sa.worker.run import Run

@@ -107,7 +107,7 @@ class Worker:
     worker starts (before its first claim) and once it has stopped;
     ``around_run(ctx)`` returns a context manager entered around each call
     of the application's code for a run (a Flask app context, a tracing
-    span); each takes one callable or a list (see :mod:`~venturi_sa.worker.hooks`).
+    span); each takes one callable or a list (see :mod:`~venturi_sa.run_hooks`).
     """
 
     def __init__(self, queue: Queue, engine: sa.Engine | AsyncEngine, options: WorkerOptions | None = None, *,

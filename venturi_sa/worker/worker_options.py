@@ -17,8 +17,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from venturi_sa.errors import InvalidOption
-from venturi_sa.run_hooks import RunHooks
-from venturi_sa.worker.hooks import AroundRun, LifecycleHook
+from venturi_sa.run_hooks import AroundRun, LifecycleHook, RunHooks
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

@@ -20,8 +20,8 @@ from support.waiting import wait_until
 from support.workers import enqueue, journal
 
 from venturi_sa import Die, JobContext, Queue, Task, Worker
+from venturi_sa.run_hooks import RunHooks
 from venturi_sa.storage.params import FinishParams
-from venturi_sa.worker.hooks import RunHooks
 from venturi_sa.worker.outcome_hooks import OutcomeContext
 
 LONG = timedelta(minutes=10)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from venturi_sa.states import Outcome
 from venturi_sa.storage.outcomes import _batch_document
 from venturi_sa.storage.params import ClaimedJob, Fence, FinishParams
-from venturi_sa.worker.cancel import CancelState
+from venturi_sa.worker.cancel_state import CancelState
 
 WAIT = 30.0  # a lost wake-up fails the test after this long (it never passes by waiting)
 AWARE = datetime(2030, 1, 1, tzinfo=timezone.utc)
