@@ -19,22 +19,21 @@ and ``not_before`` on the row).  A row of a kind whose task does not
 override ``on_dead`` owes nothing: an action with the task deletes it, and
 so does every worker running the kind (:mod:`venturi_sa.worker.owed_calls`).
 
-The hook's ``ctx`` is an :class:`OwedCallContext` built here from the owed
-row: it has the fields of the public
-:class:`~venturi_sa.declarations.task_contexts.OutcomeContext` protocol
-(the type ``Task.on_dead`` takes), as the worker's own hook context has, so
+The hook's ``ctx`` is an
+:class:`~venturi_sa.declarations.task_contexts.OutcomeFacts` built here from
+the owed row, the same record the worker builds for its own run's hook, so
 this module needs nothing of the worker.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
+from venturi_sa.declarations.task_contexts import OutcomeFacts
 from venturi_sa.states import Outcome
 from venturi_sa.storage import owed_calls as owed_rows
 from venturi_sa.task import Registry, Task
@@ -44,26 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("venturi_sa.worker")
 MAX_RETRY_WAIT = timedelta(hours=1)
-
-
-@dataclass(frozen=True)
-class OwedCallContext:
-    """The ``ctx`` of an owed ``on_dead`` call: the dead job's last run, and the session of the call's savepoint.
-
-    Writes through ``session`` commit with the owed row's removal when the
-    caller commits, and roll back with the savepoint if the hook raises.
-    """
-
-    job_id: str
-    kind: str
-    run_count: int
-    failure_count: int
-    outcome: Outcome
-    note: str | None
-    result: Any
-    carry: Any
-    session: Session
-    log: logging.LoggerAdapter[logging.Logger]
 
 
 def overrides_on_dead(task_type: type[Task]) -> bool:
@@ -106,9 +85,9 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
     log = logging.LoggerAdapter(logger, {"job_id": row.job_id, "kind": row.kind, "run_no": row.run_no})
     try:
         task = task_type.from_stored(row.payload)
-        ctx = OwedCallContext(job_id=row.job_id, kind=row.kind, run_count=row.run_no,
-                              failure_count=row.failure_count, outcome=Outcome.DEAD, note=row.note, result=None,
-                              carry=row.carry, session=session, log=log)
+        ctx = OutcomeFacts(job_id=row.job_id, kind=row.kind, run_count=row.run_no,
+                           failure_count=row.failure_count, outcome=Outcome.DEAD, note=row.note, result=None,
+                           carry=row.carry, session=session, log=log)
         task.on_dead(ctx, row.note)
         session.flush()
         owed_rows.settle(models, session, row.id)

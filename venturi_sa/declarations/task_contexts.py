@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -164,4 +165,24 @@ class OutcomeContext(Protocol):
     def log(self) -> logging.LoggerAdapter[logging.Logger]: ...
 
 
-__all__ = ["JobContext", "OutcomeContext", "ParentFacts"]
+@dataclass(frozen=True)
+class OutcomeFacts:
+    """The one concrete :class:`OutcomeContext`: built by the worker for its own run's hook, and by
+    :mod:`venturi_sa.owed_calls` for an owed ``on_dead`` call, from the facts each has at hand.
+
+    It holds values only; what ``session`` commits, and when, is the builder's transaction's.
+    """
+
+    job_id: str
+    kind: str
+    run_count: int
+    failure_count: int
+    outcome: Outcome
+    note: str | None
+    result: Any
+    carry: Any
+    session: Session
+    log: logging.LoggerAdapter[logging.Logger]
+
+
+__all__ = ["JobContext", "OutcomeContext", "OutcomeFacts", "ParentFacts"]

@@ -28,13 +28,11 @@ an undelivered cancel, an operator action) gets its ``on_dead`` through
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.orm import Session
 
+from venturi_sa.declarations.task_contexts import OutcomeFacts
 from venturi_sa.states import Outcome
 from venturi_sa.storage.params import FinishParams
 from venturi_sa.task import Task
@@ -43,26 +41,8 @@ from venturi_sa.worker.run import Run
 HOOK_NAMES = {Outcome.COMPLETED: "on_complete", Outcome.RETRIED: "on_retry", Outcome.DEAD: "on_dead"}
 
 
-@dataclass(frozen=True)
-class OutcomeContext:
-    """What an outcome hook sees: the run, its outcome and the outcome's ``session``.
-
-    ``session`` is in the transaction that records the outcome: write the
-    application's own rows through it and never commit it yourself.
-    ``result`` is the completed run's result (its attachment), ``note`` the
-    journal note.
-    """
-
-    job_id: str
-    kind: str
-    run_count: int
-    failure_count: int
-    outcome: Outcome
-    note: str | None
-    result: Any
-    carry: Any
-    session: Session
-    log: logging.LoggerAdapter[logging.Logger]
+OutcomeContext = OutcomeFacts
+"""What an outcome hook sees (``venturi_sa.worker.OutcomeContext``): the record an owed call builds too."""
 
 
 def hook_name(run: Run) -> str | None:

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from marshmallow import Schema, fields
 
 from venturi_sa import Complete, JobContext, OutcomeContext, Pause, Task, task
-from venturi_sa.owed_calls import OwedCallContext
+from venturi_sa.declarations.task_contexts import OutcomeFacts
 from venturi_sa.worker.context import JobContext as RunningContext
 from venturi_sa.worker.outcome_hooks import OutcomeContext as RecordingContext
 
@@ -77,7 +77,7 @@ def greet(payload: dict[str, Any], ctx: JobContext) -> None:
     ctx.checkpoint({"greeted": payload})
 
 
-def handed(run_ctx: RunningContext, hook_ctx: RecordingContext, owed: OwedCallContext) -> None:
+def handed(run_ctx: RunningContext, hook_ctx: RecordingContext, owed: OutcomeFacts) -> None:
     """What the worker and the owed-call maker actually hand a task is accepted as the public types."""
     Export(n=1).run(run_ctx)
     Export(n=1).on_complete(hook_ctx, None)
