@@ -91,7 +91,9 @@ def _make(session: Session, models: Models, task_type: type[Task], row: Any) -> 
         task.on_dead(ctx, row.note)
         session.flush()
         owed_rows.settle(models, session, row.id)
-    except Exception as exc:  # noqa: BLE001 - user code; the call stays owed
+    except BaseException as exc:  # noqa: BLE001 - user code (SystemExit too); the call stays owed
+        if isinstance(exc, KeyboardInterrupt):
+            raise  # Ctrl-C stops the process: the savepoint rolls back with its transaction, the call stays owed
         savepoint.rollback()
         _forget_unflushed(session)
         error = f"{type(exc).__name__}: {exc}"[:2000]

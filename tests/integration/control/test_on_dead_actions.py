@@ -7,6 +7,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from support.workers import enqueue
@@ -26,7 +27,7 @@ def exports(engine: sa.Engine, prefix: str) -> str:
     return table
 
 
-def export_task(table: str, failures: list[int]) -> type[Task]:
+def export_task(table: str, failures: list[int], error: type[BaseException] = RuntimeError) -> type[Task]:
     class Export(Task):
         KIND = "export"
 
@@ -37,7 +38,7 @@ def export_task(table: str, failures: list[int]) -> type[Task]:
             ctx.session.execute(sa.text(f"INSERT INTO {table} (job_id) VALUES (:j)"), {"j": ctx.job_id})
             if failures:
                 failures.pop()
-                raise RuntimeError("the export service is down")
+                raise error("the export service is down")
 
     return Export
 
@@ -65,10 +66,13 @@ def test_a_cancel_rolled_back_with_its_session_makes_no_call_and_owes_none(engin
     assert calls(engine, table, job_id) == 0 and owed(engine, models, job_id) == []
 
 
-def test_an_on_dead_that_raises_in_a_kill_stays_owed_and_a_worker_makes_it(engine: sa.Engine, models: Any) -> None:
+@pytest.mark.parametrize("error", [RuntimeError, SystemExit, GeneratorExit])
+def test_an_on_dead_that_raises_in_a_kill_stays_owed_and_a_worker_makes_it(engine: sa.Engine, models: Any,
+                                                                          error: type[BaseException]) -> None:
+    """``SystemExit`` too: the action still commits, the call stays owed with its attempt counted."""
     table = exports(engine, models.prefix)
     failures = [1] * ATTEMPTS_BEFORE_IT_WORKS
-    queue = Queue(models, [export_task(table, failures)])
+    queue = Queue(models, [export_task(table, failures, error)])
     job_id, = enqueue(engine, queue, queue.registry.get("export")())
     queue.kill(engine, job_id, "by hand")  # the action commits; its hook's savepoint rolled back
     assert queue.get_job(engine, job_id).status == "dead"
@@ -115,3 +119,22 @@ def test_what_a_failing_on_dead_added_to_the_session_is_not_committed_with_the_a
     with Session(engine) as session:
         assert session.scalars(sa.select(ExportRow)).all() == []
     assert queue.get_job(engine, job_id).status == "dead" and len(owed(engine, models, job_id)) == 1
+
+
+def test_a_workers_owed_call_raising_system_exit_is_deferred_and_the_caller_goes_on(engine: sa.Engine,
+                                                                                     models: Any) -> None:
+    """The owed-call thread survives a hook's ``SystemExit``: the call is deferred, counted, and made later."""
+    table = exports(engine, models.prefix)
+    queue = Queue(models, [export_task(table, [1], SystemExit)])
+    job_id, = enqueue(engine, queue, queue.registry.get("export")())
+    Queue(models, []).kill(engine, job_id, "by hand")  # an operator without the task's code: the call is owed
+    assert owed(engine, models, job_id) == [(0, None)]
+    caller = OwedCaller(models, queue.registry, ["export"], sessionmaker(engine), every=1.0,
+                        stopping=threading.Event())
+    assert caller.make_due() == 1  # made (and deferred): no SystemExit out of the thread's pass
+    [(attempts, error)] = owed(engine, models, job_id)
+    assert attempts == 1 and error.startswith("SystemExit")
+    with engine.begin() as conn:
+        conn.execute(sa.update(models.on_dead_table).values(not_before=sa.func.now()))
+    assert caller.make_due() == 1
+    assert calls(engine, table, job_id) == 1 and owed(engine, models, job_id) == []
