@@ -44,8 +44,10 @@ def count_heroes(payload: Any, ctx: JobContext) -> Any:
 @queue.task("count_heroes_async")
 async def count_heroes_async(payload: Any, ctx: JobContext) -> Any:
     session = ctx.session_async
-    names = (await session.exec(select(Hero.name).order_by(Hero.name))).all()  # sqlmodel's AsyncSession only
-    session.add(Hero(name=f"hero {len(names) + 1}"))
-    if os.environ.get("ADOPTION_STOP"):
-        os.kill(os.getpid(), signal.SIGTERM)
-    return {"names": list(names), "sqlmodel_session": isinstance(session, AsyncSession)}
+    try:
+        names = (await session.exec(select(Hero.name).order_by(Hero.name))).all()  # sqlmodel's AsyncSession only
+        session.add(Hero(name=f"hero {len(names) + 1}"))
+        return {"names": list(names), "sqlmodel_session": isinstance(session, AsyncSession)}
+    finally:
+        if os.environ.get("ADOPTION_STOP"):  # stop after this run, whatever it did
+            os.kill(os.getpid(), signal.SIGTERM)
