@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi_sa.models import JobBase, Models
-from venturi_sa.queue import Queue
 from venturi_sa.ops.job_steps import Signalled
+from venturi_sa.queue import Queue
 from venturi_sa.testing import assertions, drain, purge, sleeps
 from venturi_sa.testing.assertions import Scheduled, TaskRef
 from venturi_sa.testing.clock import Clock

@@ -32,8 +32,10 @@ R = TypeVar("R")
 
 
 class BlockingCall(InvalidOption):
-    """A sync ``ctx`` call that would block the event loop its run's statements need (``drain_async``).
+    """A sync ``ctx`` call from an ``async def`` handler whose statements run on the handler's own loop.
 
+    Under ``drain_async`` (the test's loop) and on a worker with an async
+    engine (the worker's loop) the call would wait for the loop it blocks.
     Raised by that run's ``begin``; the ``ctx`` method re-raises it as an
     ``InvalidOption`` naming its ``*_async`` twin (:func:`names_twin`).
     """
@@ -47,8 +49,8 @@ def names_twin(call: str, twin: str) -> Callable[[Callable[P, R]], Callable[P, R
             try:
                 return fn(*args, **kwargs)
             except BlockingCall:
-                raise InvalidOption(f"ctx.{call}() from an async def handler blocks the event loop its run's "
-                                    f"statements need (under drain_async): use `await ctx.{twin}(...)`") from None
+                raise InvalidOption(f"ctx.{call}() from an async def handler would block the event loop that "
+                                    f"runs its statements: use `await ctx.{twin}(...)`") from None
         return named
     return decorate
 
