@@ -45,6 +45,19 @@ def _session_class_of(models: Models) -> type[Session]:
     return Session
 
 
+def _async_session_class_of(models: Models) -> type[AsyncSession]:
+    """sqlmodel's ``AsyncSession`` if ``models`` live in ``SQLModel.metadata``, else SQLAlchemy's."""
+    sqlmodel = sys.modules.get("sqlmodel")
+    if sqlmodel is not None and models.jobs_table.metadata is sqlmodel.SQLModel.metadata:
+        from sqlmodel.ext.asyncio.session import AsyncSession as SQLModelAsyncSession
+
+        cls: type[AsyncSession] = SQLModelAsyncSession
+        return cls
+    from sqlalchemy.ext.asyncio import AsyncSession as PlainAsyncSession  # here: it needs greenlet to be used
+
+    return PlainAsyncSession
+
+
 class Queue(Operations):
     """A queue: ``models`` (from :func:`~venturi_sa.make_models`) and its task types.
 
@@ -77,6 +90,7 @@ class Queue(Operations):
                  check_added_jobs: bool = False,
                  max_payload_bytes: int = payloads.DEFAULT_MAX_PAYLOAD_BYTES,
                  session_class: type[Session] | None = None,
+                 async_session_class: type[AsyncSession] | None = None,
                  archive_after: timedelta | None = DEFAULT_ARCHIVE_AFTER,
                  max_signals_per_job: int = DEFAULT_MAX_SIGNALS,
                  max_signal_bytes_per_job: int = DEFAULT_MAX_SIGNAL_BYTES) -> None:
@@ -89,6 +103,7 @@ class Queue(Operations):
         Default: ``sqlmodel.Session`` for models made on ``SQLModel``'s
         metadata (``make_models(prefix, SQLModel)``), else ``Session``.
         """
+        self._async_session_class = async_session_class
         self.schedules = periodic.ScheduleSet(self.registry)
         """The declared schedules (``schedule = ...`` on task types, and :meth:`schedule`)."""
         for task_type in self.registry:
@@ -103,6 +118,19 @@ class Queue(Operations):
         """
         self.run_hooks: RunHooks = NO_HOOKS
         """The queue's own ``around_run``/``on_outcome`` hooks (:mod:`venturi_sa.run_hooks`), run by every runner."""
+
+    @property
+    def async_session_class(self) -> type[AsyncSession]:
+        """The class of an ``async def`` handler's ``ctx.session_async`` in every runner (workers, ``drain_async``).
+
+        Default: sqlmodel's ``AsyncSession`` (``sqlmodel.ext.asyncio.session``,
+        which has ``.exec()``) for models made on ``SQLModel``'s metadata, else
+        SQLAlchemy's ``AsyncSession``; resolved on first use, so a queue with
+        no async handlers never imports ``sqlalchemy.ext.asyncio``.
+        """
+        if self._async_session_class is None:
+            self._async_session_class = _async_session_class_of(self.models)
+        return self._async_session_class
 
     @property
     def prefix(self) -> str:

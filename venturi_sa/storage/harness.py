@@ -32,6 +32,17 @@ def pending_jobs(models: Models, session: Session, kinds: Sequence[str] | None =
     return list(session.scalars(stmt))
 
 
+def reload_jobs(models: Models, session: Session, ids: Sequence[str]) -> None:
+    """Reload the jobs ``ids`` in ``session`` (``populate_existing``): their objects show the database's state.
+
+    For inline mode: an ``enqueue_async`` caller reads the returned jobs'
+    attributes without a lazy load, which an ``AsyncSession`` cannot do.
+    """
+    if ids:
+        job = models.Job
+        session.scalars(sa.select(job).where(job.id.in_(list(ids))).execution_options(populate_existing=True)).all()
+
+
 def unclaim(models: Models, runner: Runner, fences: Sequence[Fence]) -> int:
     """Undo claims exactly (``pending``, no claimant, ``run_count - 1``), fenced like an outcome write.
 

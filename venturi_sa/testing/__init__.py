@@ -19,6 +19,7 @@ from venturi_sa.testing.async_session import (
     purge_async,
     refute_enqueued_async,
     rolled_back_async_session,
+    signal_async,
 )
 from venturi_sa.testing.clock import Clock, clock
 from venturi_sa.testing.drain import DrainedRun, DrainError, DrainResult, drain
@@ -56,4 +57,5 @@ __all__ = [
     "rolled_back_async_session",
     "rolled_back_session",
     "signal",
+    "signal_async",
 ]

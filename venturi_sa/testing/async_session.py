@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from venturi_sa.models import JobBase, Models
+from venturi_sa.ops.job_steps import Signalled
 from venturi_sa.queue import Queue
-from venturi_sa.testing import assertions, drain, purge
+from venturi_sa.testing import assertions, drain, purge, sleeps
 from venturi_sa.testing.assertions import Scheduled, TaskRef
 from venturi_sa.testing.clock import Clock
 
@@ -50,6 +51,12 @@ async def purge_async(session: AsyncSession, queue: Queue | Models) -> int:
     return await session.run_sync(lambda s: purge.purge(s, queue))
 
 
+async def signal_async(session: AsyncSession, queue: Queue, job_id: str, name: str,
+                       payload: Any = None) -> Signalled:
+    """:func:`~venturi_sa.testing.signal` on an AsyncSession: in its transaction, nothing committed."""
+    return await session.run_sync(lambda s: sleeps.signal(s, queue, job_id, name, payload))
+
+
 class AsyncClock:
     """:class:`~venturi_sa.testing.Clock` of an AsyncSession's transaction, with awaitable methods."""
 
@@ -77,13 +84,28 @@ def clock_async(session: AsyncSession) -> AsyncClock:
 
 
 @asynccontextmanager
-async def rolled_back_async_session(engine: AsyncEngine, **options: Any) -> AsyncIterator[AsyncSession]:
-    """An AsyncSession whose outer transaction is rolled back at exit (``create_savepoint`` recipe)."""
+async def rolled_back_async_session(engine: AsyncEngine, queue: Queue | None = None,
+                                    **options: Any) -> AsyncIterator[AsyncSession]:
+    """An AsyncSession on one connection whose outer transaction is rolled back at exit.
+
+    The ``create_savepoint`` recipe of :func:`~venturi_sa.testing.rolled_back_session`:
+    the code under test may commit and roll back (each commit releases a
+    savepoint) and nothing outlives the block.  Of ``queue``'s
+    ``async_session_class`` (sqlmodel's ``AsyncSession`` for SQLModel models)
+    when a queue is given, else SQLAlchemy's ``AsyncSession``.  Its objects
+    are not expired on commit (``expire_on_commit=False``, as the worker's
+    sessions), so attributes stay readable after ``await session.commit()``
+    without a lazy load, which an ``AsyncSession`` cannot do; reload with
+    ``await session.refresh(obj)``.  ``options`` go to the session (they
+    may set ``expire_on_commit=True``).
+    """
     from sqlalchemy.ext.asyncio import AsyncSession
 
+    session_class = queue.async_session_class if queue is not None else AsyncSession
     async with engine.connect() as connection:
         outer = await connection.begin()
-        session = AsyncSession(bind=connection, join_transaction_mode="create_savepoint", **options)
+        session = session_class(bind=connection, join_transaction_mode="create_savepoint",
+                                **{"expire_on_commit": False, **options})
         try:
             yield session
         finally:
@@ -92,4 +114,4 @@ async def rolled_back_async_session(engine: AsyncEngine, **options: Any) -> Asyn
 
 
 __all__ = ["AsyncClock", "assert_enqueued_async", "clock_async", "drain_async", "enqueued_async", "purge_async",
-           "refute_enqueued_async", "rolled_back_async_session"]
+           "refute_enqueued_async", "rolled_back_async_session", "signal_async"]

@@ -29,7 +29,7 @@ from venturi_sa.storage import harness, throttled_claim
 from venturi_sa.storage.backend import backend_for
 from venturi_sa.storage.params import ClaimedJob, ClaimParams, FinishManyParams, FinishParams
 from venturi_sa.testing import sleeps
-from venturi_sa.testing.handler_session import HandlerSession
+from venturi_sa.testing.handler_session import HandlerSession, for_async_handler
 from venturi_sa.testing.pipeline import async_begin, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session, expire_jobs
 from venturi_sa.worker.outcome_hooks import hook_call
@@ -130,7 +130,9 @@ def drain(session: AnySession, queue: Queue, *, kinds: Sequence[str] | None = No
     if jobs are still eligible (e.g. a handler that always pauses at once).
     An ``async def`` handler raises ``InvalidOption`` here: run it with
     :func:`~venturi_sa.testing.drain_async`, where ``ctx.session_async`` is
-    the test's ``AsyncSession`` (in a savepoint, like ``ctx.session`` here).
+    the test's ``AsyncSession`` (in a savepoint, like ``ctx.session`` here),
+    or, when that is not of the queue's ``async_session_class``, one of that
+    class on the same connection, in a savepoint.
     """
     s = as_session(session)
     s.flush()
@@ -205,8 +207,8 @@ def _pipeline(session: Session, queue: Queue, job: ClaimedJob) -> tuple[Run, Han
     if proxy is None:
         raise InvalidOption(f"job kind {job.kind!r} has an async def handler: run it with "
                             "`await drain_async(async_session, queue)`")
-    handler = HandlerSession(session, queue.session_class, as_is=True)
-    run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: proxy,
+    handler, handler_async = for_async_handler(session, proxy, queue.async_session_class)
+    run = new_run(job, lambda: session, queue.registry, backend, open_async_session=lambda: handler_async,
                   begin=async_begin(proxy), hooks=queue.run_hooks, max_payload_bytes=queue.max_payload_bytes)
     return run, handler, lambda: run_awaiting(run, queue.registry)
 

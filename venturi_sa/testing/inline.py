@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from venturi_sa.models import JobBase
 from venturi_sa.queue import Queue
 from venturi_sa.states import Status
+from venturi_sa.storage import harness
 from venturi_sa.testing.drain import DrainedRun, live_clock, run_pass
 from venturi_sa.testing.sessions import expire_jobs
 
@@ -31,6 +32,7 @@ class InlineRunner:
         self.runs: list[DrainedRun] = []
 
     def __call__(self, session: Session, jobs: list[JobBase]) -> None:
+        returned = [job.id for job in jobs]
         ids = {job.id for job in jobs if job.status == Status.PENDING.value}
         if not ids:
             return
@@ -40,6 +42,8 @@ class InlineRunner:
                                       limit=PASS_LIMIT, only=ids)
         finally:
             expire_jobs(session, self.queue.models)
+        # The jobs the enqueue returns, loaded again: readable with no lazy load (MissingGreenlet under asyncio).
+        harness.reload_jobs(self.queue.models, session, returned)
 
 
 @contextmanager
@@ -49,7 +53,10 @@ def inline(queue: Queue, *, fail_fast: bool = True) -> Iterator[InlineRunner]:
     Each job runs as :func:`~venturi_sa.testing.drain` runs it: claimed,
     run in a savepoint of the *enqueuing* session (``ctx.session`` is that
     session), its outcome validated and recorded with its journal row, all
-    in the caller's transaction.  A handler exception propagates out of the
+    in the caller's transaction; the jobs the enqueue returns are loaded
+    again after their runs, so their attributes (``job.id``, ``job.status``)
+    are readable at once, also from ``enqueue_async`` (no lazy load, so no
+    ``MissingGreenlet``).  A handler exception propagates out of the
     enqueue call (``fail_fast``; ``False`` records a retry instead).  Jobs a
     handler enqueues run at once too, inside it.  Jobs scheduled for later
     (``delay``/``run_at``) stay pending: use ``drain(with_scheduled=True)``

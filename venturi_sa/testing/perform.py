@@ -19,7 +19,7 @@ from venturi_sa.states import Outcome
 from venturi_sa.storage.params import ClaimedJob, FinishParams
 from venturi_sa.task import Registry, Task
 from venturi_sa.testing.drain import TEST_WORKER
-from venturi_sa.testing.handler_session import HandlerSession
+from venturi_sa.testing.handler_session import HandlerSession, for_async_handler
 from venturi_sa.testing.pipeline import NOT_RUN, async_proxy, is_async_kind, new_run, run_awaiting, run_pipeline
 from venturi_sa.testing.sessions import AnySession, as_session
 from venturi_sa.worker.pipeline_stages import UNSTORED_RESULT, note_text
@@ -123,7 +123,7 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
                      created_at=datetime.now(timezone.utc), run_count=run_count, failure_count=failure_count,
                      claimed_by=TEST_WORKER)
     s = as_session(session) if session is not None else None
-    run, result = _run(job, registry, s, queue.session_class if queue is not None else None)
+    run, result = _run(job, registry, s, queue)
     assert run.params is not None
     error = result if isinstance(result, BaseException) and result is not run.ctx.suspension else None
     performed = Performed.of(run.params, error)
@@ -137,19 +137,19 @@ def perform(task: Task | tuple[str, Mapping[str, Any]], *, queue: Queue | None =
     return performed
 
 
-def _run(job: ClaimedJob, registry: Registry, session: Session | None,
-         session_class: type[Session] | None) -> tuple[Run, Any]:
+def _run(job: ClaimedJob, registry: Registry, session: Session | None, queue: Queue | None) -> tuple[Run, Any]:
     """Run ``job``'s handler, its ``ctx.session`` work in a savepoint of ``session`` (kept on success)."""
     proxy = async_proxy(session) if session is not None else None
     if session is None:
         run = new_run(job, _no_session, registry, open_async_session=_no_async_session)
         return run, run_pipeline(run, registry)
     if is_async_kind(registry, job.kind) and proxy is not None:
-        handler = HandlerSession(session, Session, as_is=True)
-        run = new_run(job, lambda: session, registry, open_async_session=lambda: proxy)
+        handler, handler_async = for_async_handler(session, proxy, queue.async_session_class if queue is not None
+                                                   else type(proxy))
+        run = new_run(job, lambda: session, registry, open_async_session=lambda: handler_async)
         call: Callable[[], Any] = lambda: run_awaiting(run, registry)  # noqa: E731
     else:
-        handler = HandlerSession(session, session_class or type(session))
+        handler = HandlerSession(session, queue.session_class if queue is not None else type(session))
         run = new_run(job, lambda: handler.session, registry, open_async_session=_no_async_session)
         call = lambda: run_pipeline(run, registry)  # noqa: E731
     try:
@@ -176,8 +176,9 @@ async def perform_async(task: Task | tuple[str, Mapping[str, Any]], *, queue: Qu
                         failure_count: int = 0, strict: bool = True) -> Performed:
     """:func:`perform` from an async test; with ``session``, an ``async def`` handler is awaited on the test's loop.
 
-    ``ctx.session_async`` is ``session`` (the test's ``AsyncSession``)
-    inside a savepoint, kept on success and rolled back if the handler
+    ``ctx.session_async`` is ``session`` (the test's ``AsyncSession``; when
+    ``queue``'s ``async_session_class`` is another class, one of that class
+    on ``session``'s connection) inside a savepoint, kept on success and rolled back if the handler
     raised; a sync handler's ``ctx.session`` is its ``sync_session``, as
     in :func:`perform`.  Without ``session`` the handler runs with no
     database session.

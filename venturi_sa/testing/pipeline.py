@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from venturi_sa.errors import InvalidOption
 from venturi_sa.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi_sa.run_hooks import NO_HOOKS, RunHooks
 from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.params import ClaimedJob, Runner
 from venturi_sa.task import Registry
-from venturi_sa.worker.checkpoint import Checkpointer
+from venturi_sa.worker.checkpoint import BlockingCall, Checkpointer
 from venturi_sa.worker.context import JobContext
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.pipeline import NOT_RUN
@@ -70,17 +69,20 @@ def new_run(job: ClaimedJob, open_session: Callable[[], Session], registry: Regi
 def async_begin(session: AsyncSession) -> Begin:
     """Checkpoints of an async handler's run: in ``session``, on the test's loop.
 
-    ``ctx.checkpoint_async`` calls it from a thread while the handler awaits,
-    so the statement is handed to the loop; a sync ``ctx.checkpoint`` from
-    the handler's own coroutine would block that loop and is refused.
+    ``ctx.checkpoint_async`` (``ctx.step_async``, ``ctx.sleep_async``,
+    ``ctx.wait_for_async``) calls it from a thread while the handler awaits,
+    so the statement is handed to the loop; a sync ``ctx.checkpoint`` (or
+    ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for``) from the handler's own
+    coroutine would block that loop and is refused with
+    :class:`~venturi_sa.worker.checkpoint.BlockingCall`, which the ``ctx``
+    method re-raises naming its twin.
     """
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
 
     def begin(fn: Callable[[Runner], bool]) -> bool:
         if threading.get_ident() == loop_thread:
-            raise InvalidOption("under drain_async an async def handler checkpoints with "
-                                "`await ctx.checkpoint_async(...)`")
+            raise BlockingCall("a sync ctx call from an async def handler under drain_async: use its *_async twin")
         return asyncio.run_coroutine_threadsafe(session.run_sync(fn), loop).result()
 
     return begin

@@ -13,10 +13,11 @@ outcome).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from numbers import Real
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from marshmallow import Schema
 
@@ -25,6 +26,34 @@ from venturi_sa.errors import InvalidOption, LeaseLost
 from venturi_sa.storage.backend import Tx
 from venturi_sa.storage.durable_backend import WorkerBackend
 from venturi_sa.storage.params import CheckpointParams, Fence
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class BlockingCall(InvalidOption):
+    """A sync ``ctx`` call from an ``async def`` handler whose statements run on the handler's own loop.
+
+    Under ``drain_async`` (the test's loop) and on a worker with an async
+    engine (the worker's loop) the call would wait for the loop it blocks.
+    Raised by that run's ``begin``; the ``ctx`` method re-raises it as an
+    ``InvalidOption`` naming its ``*_async`` twin (:func:`names_twin`).
+    """
+
+
+def names_twin(call: str, twin: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate the sync ``ctx.<call>`` so that a :class:`BlockingCall` names ``await ctx.<twin>(...)``."""
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def named(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except BlockingCall:
+                raise InvalidOption(f"ctx.{call}() from an async def handler would block the event loop that "
+                                    f"runs its statements: use `await ctx.{twin}(...)`") from None
+        return named
+    return decorate
+
 
 PROGRESS_KEY = "progress"
 """The carry key ``ctx.progress()`` writes: ``{"done": n, "total": m, "message": text}``."""

@@ -54,6 +54,7 @@ from sqlalchemy.util import greenlet_spawn  # what AsyncConnection.run_sync runs
 
 from venturi_sa.binds import is_async_engine
 from venturi_sa.errors import AsyncDriverMissing, InvalidOption
+from venturi_sa.worker.checkpoint import BlockingCall
 from venturi_sa.worker.loop import worker_loop
 
 if TYPE_CHECKING:
@@ -240,8 +241,11 @@ class AsyncConnections:
             result: T = await greenlet_spawn(run, fn)
             return result
 
+        loop = worker_loop()
+        if loop.is_current():  # a sync ctx call from an async def handler: it would wait for its own loop
+            raise BlockingCall("a sync ctx call from an async def handler on an async engine: use its *_async twin")
         try:
-            return worker_loop().run(spawned())
+            return loop.run(spawned())
         except Exception as exc:
             raise _translated(exc) from exc
 

@@ -14,7 +14,7 @@ from venturi_sa.ops.dependents import ParentInfo
 from venturi_sa.storage.params import ClaimedJob
 from venturi_sa.worker import parents as parent_reads
 from venturi_sa.worker.cancel_state import CancelState
-from venturi_sa.worker.checkpoint import with_progress
+from venturi_sa.worker.checkpoint import names_twin, with_progress
 from venturi_sa.worker.durable import DurableSteps
 from venturi_sa.worker.joblog import job_log
 from venturi_sa.worker.run_sessions import AsyncRunSession, RunSession, SyncRunSession
@@ -166,6 +166,7 @@ class JobContext(DurableSteps):
 
     _KEEP: Any = object()
 
+    @names_twin("checkpoint", "checkpoint_async")
     def checkpoint(self, carry: Any = _KEEP, note: str | None = None) -> None:
         """Save ``carry`` (default: ``ctx.carry``) now, through the task's ``Carry`` schema.
 

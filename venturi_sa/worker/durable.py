@@ -30,9 +30,9 @@ none of these pays nothing).  A run without a store
   (``TimeoutError``, likewise; ``queue.signal`` refuses a signal at or
   after the deadline); otherwise it raises ``Suspended``.
 
-A name is used once per run (steps, sleeps and waits share the names of a
-job); a second use raises ``InvalidOption``.  Unnamed sleeps are named
-``sleep#1``, ``sleep#2``, ... in the order they are reached.
+A name is used once per run (steps, sleeps and waits share a job's names); a second use raises
+``InvalidOption``.  Unnamed sleeps are named ``sleep#1``, ``sleep#2``, ... in the order reached.
+An ``async def`` handler awaits the ``*_async`` twins (docs/steps.md).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from venturi_sa.storage.durable_params import (
     WakeWaitParams,
 )
 from venturi_sa.storage.params import ClaimedJob, FinishParams
+from venturi_sa.worker.checkpoint import names_twin
 
 if TYPE_CHECKING:
     from venturi_sa.worker.checkpoint import Checkpointer
@@ -92,8 +93,7 @@ def _seconds(value: object, what: str, positive: bool = False) -> timedelta:
         try:
             delay = timedelta(seconds=value)
         except (OverflowError, ValueError):  # past timedelta's range, or NaN
-            raise InvalidOption(f"{what} must be at most {MAX_DELAY.days} days (100 years), got {value!r:.80}") \
-                from None
+            raise InvalidOption(f"{what} must be at most {MAX_DELAY.days} days (100 years), got {value!r:.80}") from None  # noqa: E501
     else:
         raise InvalidOption(f"{what} must be a datetime.timedelta or a number of seconds, got {value!r:.80}")
     if delay < timedelta(0) or (positive and delay == timedelta(0)):
@@ -112,9 +112,7 @@ class DurableSteps:
     suspension: Suspended | None = None
     """The ``Suspended`` this run raised (a sleep or wait reached), if any: its outcome is ``paused``.
 
-    A class attribute until a suspension sets it on the context, so that the
-    worker's check of every run costs an attribute read and no call.
-    """
+    A class attribute until a suspension sets it: the worker's check of a run is an attribute read."""
 
     def mark_lease_lost(self) -> bool:
         raise NotImplementedError  # JobContext's
@@ -180,6 +178,7 @@ class DurableSteps:
         return record
 
     # -- steps --------------------------------------------------------------------------------
+    @names_twin("step", "step_async")
     def step(self, name: str, fn: Callable[..., Any], *, transactional: bool = False) -> Any:
         """Run ``fn()`` once for this job and record its JSON result; on later runs return the record.
 
@@ -235,8 +234,7 @@ class DurableSteps:
         backend = self._store()
         if backend is None:
             return stored
-        params = RecordStepParams(fence=self._job.fence, name=name, result=stored,
-                                  elapsed=time.monotonic() - started)
+        params = RecordStepParams(fence=self._job.fence, name=name, result=stored, elapsed=time.monotonic() - started)
         record = self._fenced(self._tx(lambda tx: backend.record_step(tx, params)))
         return self._keep(record).result
 
@@ -272,6 +270,7 @@ class DurableSteps:
         return self._keep(self._fenced(recorded)).result
 
     # -- sleeps -------------------------------------------------------------------------------
+    @names_twin("sleep", "sleep_async")
     def sleep(self, delay: timedelta | float, *, name: str | None = None) -> None:
         """Sleep durably for ``delay`` (a timedelta or seconds) from the first time this sleep is reached.
 
@@ -285,6 +284,7 @@ class DurableSteps:
         checked = _seconds(delay, "ctx.sleep(delay)")  # before the name is taken: a refusal uses nothing
         self._sleep(self._sleep_name(name), checked, None)
 
+    @names_twin("sleep_until", "sleep_until_async")
     def sleep_until(self, when: datetime, *, name: str | None = None) -> None:
         """:meth:`sleep` until ``when`` (a timezone-aware datetime); returns at once once it has passed."""
         if not isinstance(when, datetime) or when.utcoffset() is None:
@@ -329,6 +329,7 @@ class DurableSteps:
         return exc
 
     # -- waits --------------------------------------------------------------------------------
+    @names_twin("wait_for", "wait_for_async")
     def wait_for(self, name: str, timeout: timedelta | float | None = None) -> Any:
         """Return the payload of signal ``name`` for this job, waiting durably for it if none is stored.
 

@@ -122,6 +122,10 @@ class WorkerLoop:
         """Schedule ``coro`` on the loop; cancelling the future cancels its task."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
+    def is_current(self) -> bool:
+        """Whether the caller runs on the loop's own thread (where :meth:`run` would block its own loop)."""
+        return threading.current_thread() is self._thread
+
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its result (never call this from the loop itself)."""
         if threading.current_thread() is self._thread:

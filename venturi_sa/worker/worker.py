@@ -99,9 +99,7 @@ class Worker:
     unless given as ``sync_engine=`` / ``async_engine=``.  On an async
     engine, an ``async def`` handler that blocks the loop also delays the
     worker's own statements (its lease renewals).  ``session_class`` /
-    ``async_session_class`` are the classes of ``ctx.session`` /
-    ``ctx.session_async`` (for example ``sqlmodel.Session``, whose
-    ``.exec()`` handlers may then use).
+    ``async_session_class`` are the classes of ``ctx.session`` / ``ctx.session_async`` (default: the queue's).
 
     ``on_start(worker)`` / ``on_stop(worker)`` run in this process when the
     worker starts (before its first claim) and once it has stopped;
@@ -127,7 +125,7 @@ class Worker:
         self._claim_conns = self.engines.held(isolation_level=ISOLATION)
         self._batch_conns = self.engines.held(isolation_level=ISOLATION)
         self.session_class = opts.session_class if opts.session_class is not None else queue.session_class
-        self.async_session_class = opts.async_session_class
+        self._async_session_class = opts.async_session_class
         kinds = opts.kinds
         self.kinds = [queue.registry.get(k).KIND for k in kinds] if kinds is not None else queue.registry.kinds
         self.concurrency = concurrency
@@ -252,6 +250,10 @@ class Worker:
                                        "waited": job.waited, "queue": self.models.prefix})
         self._threads.executors.put_many(runs)  # one hand-off per claim (worker/executor_threads.py)
 
+    @property
+    def async_session_class(self) -> type[AsyncSession]:  # the queue's unless given: resolved on first use
+        return self._async_session_class or self.queue.async_session_class
+
     def _open_session(self) -> Session:
         """``ctx.session`` of a worker on an async engine: on the sync sibling engine, made on first use."""
         with self._lock:
@@ -265,10 +267,9 @@ class Worker:
         with self._lock:
             if self._async_sessions is None:
                 bind = self.engines.get_async().execution_options(isolation_level=ISOLATION)
-                from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker  # needs greenlet
-
-                self._async_sessions = async_sessionmaker(
-                    bind=bind, class_=self.async_session_class or AsyncSession, expire_on_commit=False)
+                from sqlalchemy.ext.asyncio import async_sessionmaker  # needs greenlet
+                self._async_sessions = async_sessionmaker(bind=bind, class_=self.async_session_class,
+                                                          expire_on_commit=False)
         return self._async_sessions()
 
     def _released(self, run: Run, recorded: bool) -> None:

@@ -69,6 +69,21 @@ def test_the_cli_worker_hands_sqlmodel_handlers_an_sqlmodel_session(engine: sa.E
         conn.execute(sqlmodel_app.Hero.__table__.delete())
 
 
+def test_the_cli_worker_hands_async_sqlmodel_handlers_an_sqlmodel_async_session(
+        engine: sa.Engine, sqlmodel_app: Any, pg_url: str) -> None:
+    pytest.importorskip("greenlet")
+    [job_id] = enqueue(engine, sqlmodel_app.queue, sqlmodel_app.queue.registry.get("count_heroes_async")())
+    env = {**os.environ, "ADOPTION_PREFIX": sqlmodel_app.PREFIX, "ADOPTION_STOP": "1", "VENTURI_DSN": pg_url}
+    done = subprocess.run([sys.executable, "-m", "venturi_sa", "worker", "adoption_sqlmodel:queue",
+                           "--poll-interval", "0.1"], cwd=HERE, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # was a retry: a plain AsyncSession has no .exec
+    assert sqlmodel_app.queue.result(engine, job_id) == {"names": [], "sqlmodel_session": True}
+    with engine.begin() as conn:
+        conn.execute(sqlmodel_app.Hero.__table__.delete())
+
+
 def test_drain_gives_a_plain_test_session_handler_the_queues_class(engine: sa.Engine, sqlmodel_app: Any) -> None:
     task = sqlmodel_app.queue.registry.get("count_heroes")
     with rolled_back_session(engine) as session:  # a plain Session, as a suite may have

@@ -1,8 +1,9 @@
 """An SQLModel application for ``venturi worker adoption_sqlmodel:queue`` (a bare Queue, no WorkerApp).
 
-Its handler uses ``ctx.session.exec(...)``, which only ``sqlmodel.Session``
-has: the queue's models are on ``SQLModel.metadata``, so the queue's
-``session_class`` is ``sqlmodel.Session`` without being told.
+Its handlers use ``ctx.session.exec(...)`` / ``ctx.session_async.exec(...)``,
+which only ``sqlmodel.Session`` / sqlmodel's ``AsyncSession`` have: the
+queue's models are on ``SQLModel.metadata``, so the queue's ``session_class``
+and ``async_session_class`` are sqlmodel's without being told.
 ``ADOPTION_PREFIX`` is set by the test before import; with ``ADOPTION_STOP``
 the handler ends its worker process with SIGTERM (a graceful stop: the run
 finishes and its outcome is recorded).
@@ -15,6 +16,7 @@ import signal
 from typing import Any
 
 from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from venturi_sa import JobContext, Queue, make_models
 
@@ -37,3 +39,15 @@ def count_heroes(payload: Any, ctx: JobContext) -> Any:
     if os.environ.get("ADOPTION_STOP"):
         os.kill(os.getpid(), signal.SIGTERM)
     return {"names": list(names), "sqlmodel_session": isinstance(ctx.session, Session)}
+
+
+@queue.task("count_heroes_async")
+async def count_heroes_async(payload: Any, ctx: JobContext) -> Any:
+    session = ctx.session_async
+    try:
+        names = (await session.exec(select(Hero.name).order_by(Hero.name))).all()  # sqlmodel's AsyncSession only
+        session.add(Hero(name=f"hero {len(names) + 1}"))
+        return {"names": list(names), "sqlmodel_session": isinstance(session, AsyncSession)}
+    finally:
+        if os.environ.get("ADOPTION_STOP"):  # stop after this run, whatever it did
+            os.kill(os.getpid(), signal.SIGTERM)
