@@ -26,7 +26,7 @@ from venturi_sa.storage.params import ClaimParams, FinishManyParams, FinishParam
 
 pytestmark = pytest.mark.timeout(60)
 
-LEASE = timedelta(seconds=2)  # 1 s expired before the handler started once on a loaded CI machine
+LEASE = timedelta(seconds=2)
 
 
 def _db_now(session: Session) -> datetime:
@@ -84,9 +84,13 @@ def test_a_caller_transaction_open_for_leases_does_not_cost_the_running_job_its_
             assert cancelled.wait(WAIT)  # delivered once the caller committed
         finish.set()
         events.wait_for("finished", job_id=job_id, recorded=True)
-    assert runs == [1]
+    # The run that started is the only one, and its outcome the last entry.  A claim lost before its handler
+    # started (a loaded machine stalled the hand-off past the lease) is recovered and journaled as such: that
+    # is not what this test is about, and it happens before the caller's transaction opens.
+    assert len(runs) == 1
     entries = [(e.outcome, e.run_no) for e in journal(engine, models, job_id)]
-    assert entries == [(Outcome.DEAD.value if hold == "cancel" else Outcome.COMPLETED.value, 1)]
+    assert entries[-1] == (Outcome.DEAD.value if hold == "cancel" else Outcome.COMPLETED.value, runs[0])
+    assert entries[:-1] == [(Outcome.STALE_RECOVERED.value, n) for n in range(1, runs[0])]
 
 
 def _claim(engine: sa.Engine, models: Any, kind: str) -> Any:
