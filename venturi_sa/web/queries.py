@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
+from venturi_sa.ops.explain import Reason
 from venturi_sa.ops.face import Operations
 from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import LimitInfo
@@ -33,6 +34,7 @@ from venturi_sa.storage.dashboard import (
     SelectionParams,
     WindowParams,
 )
+from venturi_sa.task import Registry
 
 SECTION_STARTS = Starts(limit=50)
 """A job page's lists: the first 50 of each (journal lines, parents, dependents, steps)."""
@@ -224,8 +226,8 @@ class Detail:
     on_parents: bool = False
     """Waits for unfinished parents (its dependency count, not its ``'infinity'`` ``visible_at``)."""
     reason: str = ""
-    why: tuple[str, ...] = ()
-    """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
+    why: tuple[Reason, ...] = ()
+    """For a pending or claimed job, the reasons (codes and sentences) ``queue.explain`` gives."""
     first_journal_page: bool = True
     """Whether the journal page starts at the first entry (its first line's time counts from creation)."""
 
@@ -296,22 +298,27 @@ def detail(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECT
     return replace(found_detail, reason=_reason(found_detail))
 
 
-def detail_page(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS) -> Detail | None:
-    """:func:`detail` and why the job waits.
+def detail_page(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS,
+                registry: Registry | None = None) -> Detail | None:
+    """:func:`detail` and why the job waits, as ``queue.explain`` with ``registry`` (the dashboard's tasks) says.
 
-    Three short transactions; the explanation (pauses, backoff, place in line,
-    whether a worker runs the kind) only for a pending or claimed job.
+    Three short transactions; the explanation (limits, parents, sleeps and
+    waits, pauses, backoff, place in line, whether a worker runs the kind)
+    only for a pending or claimed job.  A pending job's headline is the first
+    reason's sentence, so the page, ``venturi jobs why`` and ``queue.explain``
+    say the same.
     """
     found = detail(models, engine, job_id, starts)
     if found is None:
         return None
-    why: tuple[str, ...] = ()
-    if found.job.status in ("pending", "claimed"):
-        try:
-            why = tuple(r.text for r in Operations(models).explain(engine, job_id).reasons)
-        except JobNotFound:  # deleted meanwhile: show what was read
-            pass
-    return replace(found, why=why)
+    if found.job.status not in ("pending", "claimed"):
+        return found
+    try:
+        why = tuple(Operations(models, registry).explain(engine, job_id).reasons)
+    except JobNotFound:  # deleted meanwhile: show what was read
+        return found
+    headline = why[0].text if why and found.job.status == "pending" and why[0].code != "claimed" else found.reason
+    return replace(found, why=why, reason=headline)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,12 +354,13 @@ class Control:
 
     schedules: list[ScheduleInfo]
     pauses: list[PauseInfo]
-    limits: list[LimitInfo] = field(default_factory=list)  # overridden limits, with their use
+    limits: list[LimitInfo] = field(default_factory=list)  # declared and overridden limits, with their use
 
 
-def control(models: Models, engine: sa.Engine) -> Control:
-    """Schedules (by name) and pauses in force (newest first): two small tables, read whole."""
-    ops = Operations(models)
+def control(models: Models, engine: sa.Engine, registry: Registry | None = None) -> Control:
+    """Schedules (by name), pauses in force (newest first) and the limits in force (declared by ``registry``'s
+    tasks or overridden): small tables, read whole."""
+    ops = Operations(models, registry)
     return Control(schedules=ops.list_schedules(engine), pauses=ops.pauses(engine), limits=ops.limits(engine))
 
 

@@ -81,7 +81,7 @@ def test_job_detail_shows_fields_payload_and_timeline(client: TestClient, seeded
     assert 'id="reason"' in html and "dead: dead note" in html
     assert 'id="job-requeue"' in html and 'id="job-kill"' not in html  # only what the status allows
     scheduled = client.get(f"/jobs/{seeded['scheduled'][0]}").text
-    assert "not eligible until" in scheduled
+    assert "scheduled for " in scheduled and 'data-code="scheduled"' in scheduled  # as queue.explain says
     expired = client.get(f"/jobs/{seeded['expired'][0]}").text
     assert "lease expired" in expired
     fragment = client.get(f"/fragment/jobs/{job_id}").text

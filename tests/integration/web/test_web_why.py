@@ -1,0 +1,67 @@
+"""The job page says why as ``queue.explain`` does, with the dashboard's task code (issue 40, item 3)."""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+from support.why_jobs import fan_in, key_limited
+
+from venturi_sa.web import create_app
+
+pytest.importorskip("flask_sqlalchemy")
+
+
+@pytest.fixture
+def queue(pg_url: str, models: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setitem(os.environ, "ADOPTION_PREFIX", models.prefix)
+    monkeypatch.setitem(os.environ, "ADOPTION_URL", pg_url)
+    monkeypatch.delitem(sys.modules, "why_flask", raising=False)
+    import why_flask
+
+    yield why_flask.create_app().extensions["venturi"].queue
+    sys.modules.pop("why_flask", None)
+
+
+@pytest.fixture
+def make_client(engine: sa.Engine, models: Any) -> Iterator[Any]:
+    apps: list[Any] = []
+
+    def make(**options: Any) -> TestClient:
+        app = create_app(engine, models.prefix, listen=False, poll_interval=0.2, **options)
+        apps.append(app)
+        return TestClient(app)
+
+    yield make
+    for app in apps:
+        app.state.dashboard.feed.close()
+
+
+def page(client: TestClient, job_id: str) -> str:
+    response = client.get(f"/jobs/{job_id}")
+    assert response.status_code == 200
+    return html.unescape(response.text)
+
+
+def test_a_key_limited_job_is_limited_with_the_tasks_and_unknown_without(engine: sa.Engine, queue: Any,
+                                                                         make_client: Any) -> None:
+    _, held = key_limited(engine, queue)
+    shown = page(make_client(tasks=queue.registry), held)
+    for reason in queue.explain(engine, held).reasons:
+        assert f'data-code="{reason.code}"' in shown and reason.text in shown
+    assert "key_concurrency 1 of key 'user:1' is full" in shown and "eligible now: " not in shown
+    bare = page(make_client(), held)
+    assert 'data-code="limits_unknown"' in bare and "eligible now: " not in bare and "eligible since" not in bare
+
+
+def test_a_fan_in_page_names_its_parents_not_a_missing_worker(engine: sa.Engine, queue: Any,
+                                                              make_client: Any) -> None:
+    child = fan_in(engine, queue)
+    shown = page(make_client(tasks=queue.registry), child)
+    assert "waiting for 2 of 2 parents" in shown and "is a worker running" not in shown

@@ -1,0 +1,38 @@
+"""Jobs in each state ``explain`` names, made without a worker: a key-limited one, a fan-in, claims."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from support.workers import enqueue
+from venturi_sa import Queue
+from venturi_sa.storage import limited_claim
+from venturi_sa.storage.params import ClaimParams
+from venturi_sa.task import declared_limits_of
+
+
+def claim(engine: sa.Engine, queue: Queue, kinds: list[str]) -> list[str]:
+    """Claim what the declared limits let through for ``kinds`` (as a worker's claim does); their ids."""
+    tasks = [queue.registry.get(k) for k in kinds]
+    params = ClaimParams(worker_id="w:1", kinds=kinds, limit=100, leases={}, default_lease=timedelta(minutes=5),
+                         caps={}, limits=declared_limits_of(tasks))
+    with engine.begin() as conn:
+        return [job.id for job in limited_claim.claim(queue.models, conn, params)]
+
+
+def key_limited(engine: sa.Engine, queue: Queue) -> tuple[str, str]:
+    """Two ``mail_user`` jobs of user 1: the first claimed, the second held by ``key_concurrency = 1``."""
+    mail = queue.registry.get("mail_user")
+    running, held = enqueue(engine, queue, mail(user=1), mail(user=1))
+    assert claim(engine, queue, ["mail_user"]) == [running]
+    return running, held
+
+
+def fan_in(engine: sa.Engine, queue: Queue) -> str:
+    """A ``zip_and_mail`` job waiting for two ``mail_user`` parents (users 2 and 3)."""
+    mail = queue.registry.get("mail_user")
+    a, b = enqueue(engine, queue, mail(user=2), mail(user=3))
+    [child] = enqueue(engine, queue, queue.registry.get("zip_and_mail")(), after=[a, b])
+    return child
