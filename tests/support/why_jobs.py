@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from support.hooks import drain
 from support.workers import enqueue
 from venturi_sa import Queue
 from venturi_sa.storage import limited_claim
@@ -36,3 +37,22 @@ def fan_in(engine: sa.Engine, queue: Queue) -> str:
     a, b = enqueue(engine, queue, mail(user=2), mail(user=3))
     [child] = enqueue(engine, queue, queue.registry.get("zip_and_mail")(), after=[a, b])
     return child
+
+
+def jobs_in_every_state(engine: sa.Engine, queue: Queue) -> dict[str, str]:
+    """``explain's first code -> job id``, one job per state, on ``why_flask``'s queue (pausing ``flaky``)."""
+    task = queue.registry.get
+    nap, waiter, flaky = enqueue(engine, queue, task("nap")(), task("await_go")(), task("flaky")())
+    drain(queue, engine, kinds=["nap", "await_go", "flaky"])
+    [later] = enqueue(engine, queue, task("zip_and_mail")(), delay=timedelta(hours=2))
+    _, limited = key_limited(engine, queue)
+    [done] = enqueue(engine, queue, task("mail_user")(user=9))
+    [claimed] = claim(engine, queue, ["mail_user"])
+    assert claimed == done
+    [paused] = enqueue(engine, queue, task("flaky")())
+    queue.pause(engine, "flaky", reason="vendor outage", actor="ops")
+    [dead] = enqueue(engine, queue, task("zip_and_mail")())
+    queue.kill(engine, dead, "given up", actor="ops")
+    return {"sleeping": nap, "waiting_for_signal": waiter, "backoff": flaky, "scheduled": later,
+            "limited": limited, "waiting_on_parents": fan_in(engine, queue), "claimed": claimed,
+            "paused": paused, "dead": dead}

@@ -6,16 +6,13 @@ from __future__ import annotations
 import html
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 from support.cli import invoke
-from support.hooks import drain
-from support.why_jobs import claim, fan_in, key_limited
-from support.workers import enqueue
+from support.why_jobs import jobs_in_every_state
 
 from venturi_sa.web import create_app
 
@@ -34,25 +31,6 @@ def app(pg_url: str, models: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[A
 
     yield why_flask.create_app()
     sys.modules.pop("why_flask", None)
-
-
-def jobs_in_every_state(engine: sa.Engine, queue: Any) -> dict[str, str]:
-    """``expected first code -> job id`` for each state."""
-    task = queue.registry.get
-    nap, waiter, flaky = enqueue(engine, queue, task("nap")(), task("await_go")(), task("flaky")())
-    drain(queue, engine, kinds=["nap", "await_go", "flaky"])
-    [later] = enqueue(engine, queue, task("zip_and_mail")(), delay=timedelta(hours=2))
-    _, limited = key_limited(engine, queue)
-    [done] = enqueue(engine, queue, task("mail_user")(user=9))
-    [claimed] = claim(engine, queue, ["mail_user"])
-    assert claimed == done
-    [paused] = enqueue(engine, queue, task("flaky")())
-    queue.pause(engine, "flaky", reason="vendor outage", actor="ops")
-    [dead] = enqueue(engine, queue, task("zip_and_mail")())
-    queue.kill(engine, dead, "given up", actor="ops")
-    return {"sleeping": nap, "waiting_for_signal": waiter, "backoff": flaky, "scheduled": later,
-            "limited": limited, "waiting_on_parents": fan_in(engine, queue), "claimed": claimed,
-            "paused": paused, "dead": dead}
 
 
 def test_each_state_reads_the_same_on_every_face(app: Any, engine: sa.Engine, pg_url: str, models: Any) -> None:
