@@ -22,9 +22,12 @@ from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
+from venturi_sa.ops.stats import paused_by
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive_dashboard
 from venturi_sa.storage import dashboard as dashboard_store
+from venturi_sa.storage import pauses as pauses_store
+from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
@@ -51,9 +54,10 @@ class Series:
     bucket_seconds: int
 
 
-KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "completed_recently",
-                "dead_recently")
-"""Per-kind counts on the overview; ``*_recently``: finished within the chart window."""
+KIND_COLUMNS = ("eligible", "scheduled", "backoff", "sleeping", "waiting_for_signal", "waiting", "claimed",
+                "expired_leases", "dead", "completed_recently", "dead_recently")
+"""Per-kind counts on the overview (a pending job in one of ``eligible`` to ``waiting``, as ``queue.stats``
+splits them); ``*_recently``: finished within the chart window."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +73,8 @@ class Counts:
     oldest_eligible_age_by_kind: dict[str, timedelta]
     dead_capped: frozenset[str] = frozenset()
     """Kinds with at least :data:`~venturi_sa.storage.dashboard.DEAD_COUNT_CAP` dead jobs (counted that far)."""
+    paused: frozenset[str] = frozenset()
+    """Kinds a pause in force holds (by name, pattern or the whole queue's)."""
 
     def total(self, key: str) -> int:
         return sum(k[key] for k in self.by_kind.values())
@@ -84,14 +90,16 @@ class Counts:
         return max(self.oldest_eligible_age_by_kind.values(), default=None)
 
 
-def _counts(raw: OverviewCounts) -> Counts:
+def _counts(raw: OverviewCounts, not_due: list[tuple[str, str, int]], pauses: list[str]) -> Counts:
     by_kind: dict[str, dict[str, int]] = {}
 
     def row(kind: str) -> dict[str, int]:
         return by_kind.setdefault(kind, dict.fromkeys(KIND_COLUMNS, 0))
 
     for p in raw.pending:
-        row(p.kind).update(eligible=p.eligible, scheduled=p.scheduled)
+        row(p.kind).update(eligible=p.eligible)
+    for kind, state, n in not_due:  # scheduled, backoff, sleeping, waiting for a signal or on parents
+        row(kind)[state] += n
     for key, pairs in (("expired_leases", raw.expired), ("claimed", raw.claimed), ("dead", raw.dead)):
         for kind, n in pairs:
             row(kind)[key] = n
@@ -100,7 +108,7 @@ def _counts(raw: OverviewCounts) -> Counts:
     ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
     capped = frozenset(kind for kind, n in raw.dead if n >= DEAD_COUNT_CAP)
     return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages,
-                  dead_capped=capped)
+                  dead_capped=capped, paused=frozenset(k for k in by_kind if paused_by(k, pauses)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +142,8 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     params = WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         counts = _counts(archive_dashboard.add_archive_counts(
-            models, session, dashboard_store.fetch_overview_counts(models, session, params), params))
+            models, session, dashboard_store.fetch_overview_counts(models, session, params), params),
+            stats_store.not_due_counts(models, session), [p.kind for p in pauses_store.pauses(models, session)])
         activity = archive_dashboard.add_activity(dashboard_store.fetch_activity(models, session, params),
                                          archive_dashboard.activity(models, session, params))
         latency = archive_dashboard.fetch_latency(models, session, params)  # the live table and the archive together

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
-from support.why_jobs import fan_in, key_limited
+from support.why_jobs import fan_in, jobs_in_every_state, key_limited
 
 from venturi_sa.web import create_app
 
@@ -65,3 +66,23 @@ def test_a_fan_in_page_names_its_parents_not_a_missing_worker(engine: sa.Engine,
     child = fan_in(engine, queue)
     shown = page(make_client(tasks=queue.registry), child)
     assert "waiting for 2 of 2 parents" in shown and "is a worker running" not in shown
+
+
+def test_the_overview_counts_each_state_in_its_column_and_marks_paused_kinds(engine: sa.Engine, queue: Any,
+                                                                             make_client: Any) -> None:
+    jobs_in_every_state(engine, queue)
+    stats = queue.stats(engine)
+    shown = make_client(tasks=queue.registry).get("/").text
+    for card, key in (("eligible", "eligible"), ("scheduled", "scheduled"), ("backoff", "backoff"),
+                      ("sleeping", "sleeping"), ("signal", "waiting_for_signal"), ("parents", "waiting"),
+                      ("inflight", "in_flight")):
+        assert f'id="n-{card}">{getattr(stats, key)}<' in shown, card
+    assert (stats.sleeping, stats.waiting_for_signal, stats.waiting, stats.backoff) == (1, 1, 1, 1)
+    rows = re.findall(r"<tr( class=\"paused\")?><td><a href=\"/jobs\?kind=([a-z_]+)\">", shown)
+    assert {kind for paused, kind in rows if paused} == {"flaky"}
+    for kind, counts in stats.by_kind.items():
+        cells = re.search(rf'kind={kind}">{kind}</a>.*?</td>\s*((?:<td>\d+</td>){{7}})', shown, re.S)
+        assert cells is not None, kind
+        numbers = [int(n) for n in re.findall(r"\d+", cells.group(1))]
+        assert numbers == [counts[c] for c in ("eligible", "scheduled", "backoff", "sleeping",
+                                               "waiting_for_signal", "waiting", "claimed")], kind
