@@ -8,11 +8,15 @@ import re
 import sys
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
+from support.hooks import drain
+from support.web import csrf_of
 from support.why_jobs import fan_in, jobs_in_every_state, key_limited
+from support.workers import enqueue
 
 from venturi_sa.web import create_app
 
@@ -86,3 +90,33 @@ def test_the_overview_counts_each_state_in_its_column_and_marks_paused_kinds(eng
         numbers = [int(n) for n in re.findall(r"\d+", cells.group(1))]
         assert numbers == [counts[c] for c in ("eligible", "scheduled", "backoff", "sleeping",
                                                "waiting_for_signal", "waiting", "claimed")], kind
+
+
+def _send(client: TestClient, job_id: str, **form: Any) -> Any:
+    token = csrf_of(client.get(f"/jobs/{job_id}").text)
+    return client.post("/actions", data={"csrf": token, "do": "send_signal:selected", "ids": job_id,
+                                         "next": f"/jobs/{job_id}", **form}, follow_redirects=False)
+
+
+def test_send_signal_from_the_job_page_wakes_a_waiting_job(engine: sa.Engine, queue: Any, make_client: Any) -> None:
+    [waiter] = enqueue(engine, queue, queue.registry.get("await_go")())
+    drain(queue, engine, kinds=["await_go"])
+    assert queue.explain(engine, waiter).codes[0] == "waiting_for_signal"
+    client = make_client(tasks=queue.registry)
+    page = client.get(f"/jobs/{waiter}").text
+    assert 'id="job-send_signal"' in page and 'id="in-signal_name"' in page
+    assert _send(client, waiter, signal_name="go", signal_payload="{bad").status_code == 400
+    assert _send(client, waiter, signal_payload="{}").status_code == 400  # a name is required
+    forged = client.post("/actions", data={"do": "send_signal:selected", "ids": waiter, "signal_name": "go"},
+                         follow_redirects=False)
+    assert forged.status_code == 403
+    assert [s.name for s in queue.signals(engine, waiter)] == []  # nothing sent so far
+    sent = _send(client, waiter, signal_name="go", signal_payload='{"approved": true}')
+    assert sent.status_code == 303
+    message = parse_qs(urlsplit(sent.headers["location"]).query)["msg"][0]
+    assert "1 job(s) changed" in message and "signal go woke" in message
+    [signal] = queue.signals(engine, waiter)
+    assert (signal.name, signal.payload) == ("go", {"approved": True})
+    assert queue.explain(engine, waiter).codes[0] != "waiting_for_signal"
+    read_only = make_client(tasks=queue.registry, read_only=True)
+    assert 'id="job-send_signal"' not in read_only.get(f"/jobs/{waiter}").text
