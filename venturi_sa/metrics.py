@@ -18,9 +18,9 @@ catch-up or overlap policy).
 
 :class:`QueueCounts` adds gauges read from the database on each scrape
 (``queue.stats``, one short read-only transaction): ``venturi_jobs{queue,state}``
-for the states ``eligible``, ``scheduled``, ``in_flight``, ``expired_leases``,
-``waiting`` (on parents), ``sleeping``, ``waiting_for_signal``, ``dead`` and
-``completed``, and ``venturi_jobs_limited{queue,kind}``: eligible jobs a limit
+for the states ``eligible``, ``scheduled``, ``backoff``, ``in_flight``,
+``expired_leases``, ``waiting`` (on parents), ``sleeping``, ``waiting_for_signal``,
+``dead`` and ``completed``, and ``venturi_jobs_limited{queue,kind}``: eligible jobs a limit
 holds back now.
 """
 
@@ -93,8 +93,8 @@ class QueueCounts:
     A scrape runs one short read-only transaction and writes nothing.
     """
 
-    STATES = ("eligible", "scheduled", "in_flight", "expired_leases", "waiting", "sleeping", "waiting_for_signal",
-              "dead", "completed")
+    STATES = ("eligible", "scheduled", "backoff", "in_flight", "expired_leases", "waiting", "sleeping",
+              "waiting_for_signal", "dead", "completed")
 
     def __init__(self, queue: Any, engine: Any) -> None:
         try:

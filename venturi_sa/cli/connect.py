@@ -26,7 +26,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 import alembic_venturi
 from venturi_sa.cli.failures import QUERY_TIMEOUT_META, CliError, busy, first_line
-from venturi_sa.cli.options import DEFAULTED_META
+from venturi_sa.cli.options import APP_META, DEFAULTED_META
 from venturi_sa.errors import SchemaNotMigrated
 from venturi_sa.models import make_models
 from venturi_sa.queue import Queue
@@ -211,3 +211,11 @@ def opened(dsn: str | None, prefix: str | None = None, *, concurrency: int = 1,
 def bare_queue(prefix: str) -> Queue:
     """A queue with no task types: enough for stats, history, admin actions and cleanup."""
     return Queue(make_models(prefix), [])
+
+
+def app_queue(prefix: str) -> Queue:
+    """``--app``'s queue (its task code known: declared limits, debounce) when it is queue ``prefix``, else
+    :func:`bare_queue`; ``flask venturi`` gives the app's queue the same way."""
+    ctx = click.get_current_context(silent=True)
+    app = ctx.meta.get(APP_META) if ctx is not None else None
+    return app.queue if app is not None and app.queue.prefix == prefix else bare_queue(prefix)

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 import click
 import sqlalchemy as sa
 
-from venturi_sa.cli.connect import bare_queue, opened
+from venturi_sa.cli.connect import app_queue, bare_queue, opened
 from venturi_sa.cli.durations import Duration
 from venturi_sa.cli.failures import CliError
 from venturi_sa.cli.jobs import jobs, note_option, parse_time
@@ -36,10 +36,10 @@ R = TypeVar("R", bound=Printable)
 
 
 def act(dsn: str | None, prefix: str, as_json: bool, action: Callable[[Queue, sa.Engine], R],
-        text: Callable[[R], str]) -> R:
+        text: Callable[[R], str], queue: Queue | None = None) -> R:
     """Run ``action`` on the queue's engine, then print its result: ``as_dict()`` as JSON, or ``text(result)``
-    (nothing if that is empty)."""
-    queue = bare_queue(prefix)
+    (nothing if that is empty).  ``queue`` defaults to one with no task types."""
+    queue = queue if queue is not None else bare_queue(prefix)
     with opened(dsn, prefix) as engine:
         result = action(queue, engine)
     if as_json:
@@ -102,8 +102,14 @@ def cancel(dsn: str | None, prefix: str, as_json: bool, note: str | None, actor:
 @queue_options
 @click.argument("job_id", metavar="ID")
 def why(dsn: str | None, prefix: str, as_json: bool, job_id: str) -> None:
-    """Say why a job is not running: scheduled, in backoff, paused, behind others, no worker, claimed, dead."""
-    act(dsn, prefix, as_json, lambda queue, engine: queue.explain(engine, job_id), str)
+    """Say why a job is not running: limited, waiting on parents, sleeping, waiting for a signal, paused,
+    scheduled, in backoff, behind others, no worker, claimed, dead.
+
+    With --app (and under ``flask venturi``) the app's queue explains, so the limits its tasks declare are
+    checked; without it only overridden limits are, and a job otherwise due says its declared limits are
+    unknown.
+    """
+    act(dsn, prefix, as_json, lambda queue, engine: queue.explain(engine, job_id), str, app_queue(prefix))
 
 
 @jobs.command("edit")

@@ -13,15 +13,14 @@ from typing import Any
 
 import click
 
-from venturi_sa.cli.connect import bare_queue, opened
+from venturi_sa.cli.connect import app_queue, opened
 from venturi_sa.cli.durations import BadDuration, parse_duration
 from venturi_sa.cli.main import cli
-from venturi_sa.cli.options import APP_META, actor_option, queue_options
+from venturi_sa.cli.options import actor_option, queue_options
 from venturi_sa.cli.output import emit_json, table
 from venturi_sa.declarations.limit_rules import Rate
 from venturi_sa.errors import InvalidOption
 from venturi_sa.ops.limits import UNSET, LimitInfo
-from venturi_sa.queue import Queue
 
 
 def _count(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -49,12 +48,6 @@ def _rate(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         raise click.BadParameter(f"{value!r} is not LIMIT/DURATION (e.g. 100/1m) or 'none'") from None
 
 
-def _queue(prefix: str) -> Queue:
-    """``--app``'s queue (its tasks known) when it is the queue named by ``prefix``, else one with no tasks."""
-    app = click.get_current_context().meta.get(APP_META)
-    return app.queue if app is not None and app.queue.prefix == prefix else bare_queue(prefix)
-
-
 def _show(found: list[LimitInfo], as_json: bool) -> None:
     if as_json:
         emit_json([info.as_dict() for info in found])
@@ -76,7 +69,7 @@ def limits() -> None:
 def list_limits(dsn: str | None, prefix: str, as_json: bool) -> None:
     """The overridden limits with their use (declared ones need the workers' task code: see queue.limits)."""
     with opened(dsn, prefix) as engine:
-        _show(_queue(prefix).limits(engine), as_json)
+        _show(app_queue(prefix).limits(engine), as_json)
 
 
 @limits.command("set")
@@ -95,7 +88,7 @@ def set_limit(dsn: str | None, prefix: str, as_json: bool, actor: str, global_co
     With --app, a key limit for a kind whose task declares no limit_key is refused.
     """
     with opened(dsn, prefix) as engine:
-        found = _queue(prefix).set_limit(engine, kind, global_concurrency=global_concurrency,
+        found = app_queue(prefix).set_limit(engine, kind, global_concurrency=global_concurrency,
                                              key_concurrency=key_concurrency, rate_limit=rate_limit,
                                              key_rate_limit=key_rate_limit, actor=actor)
     _show(found, as_json)
@@ -109,7 +102,7 @@ def set_limit(dsn: str | None, prefix: str, as_json: bool, actor: str, global_co
 def clear_limit(dsn: str | None, prefix: str, as_json: bool, actor: str, kind: str, names: tuple[str, ...]) -> None:
     """Remove KIND's overrides NAME... (all if none named); the declared values apply again."""
     with opened(dsn, prefix) as engine:
-        gone = bare_queue(prefix).clear_limit(engine, kind, *names, actor=actor)
+        gone = app_queue(prefix).clear_limit(engine, kind, *names, actor=actor)
     if as_json:
         emit_json({"kind": kind, "cleared": gone})
     else:

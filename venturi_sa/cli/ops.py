@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import click
 
-from venturi_sa.cli.connect import bare_queue, opened
+from venturi_sa.cli.connect import app_queue, bare_queue, opened
 from venturi_sa.cli.durations import Duration, format_duration
 from venturi_sa.cli.main import cli
 from venturi_sa.cli.options import queue_options
@@ -17,18 +17,26 @@ from venturi_sa.ops.archive import DEFAULT_ARCHIVE_AFTER
 from venturi_sa.ops.records import Stats
 from venturi_sa.states import TERMINAL
 
-COUNT_COLUMNS = ("eligible", "scheduled", "claimed", "completed", "dead", "total")
-SUMMARY = (("eligible now", "eligible"), ("scheduled", "scheduled"), ("waiting for parents", "waiting"),
-           ("in flight", "in_flight"), ("expired leases", "expired_leases"), ("dead", "dead"))
+COUNT_COLUMNS = ("eligible", "scheduled", "backoff", "sleeping", "waiting_for_signal", "waiting", "claimed",
+                 "completed", "dead", "total")
+"""The by-kind columns; every job is in exactly one before ``total``, so they sum to it."""
+HEADINGS = {"waiting_for_signal": "signal", "waiting": "parents"}
+SUMMARY = (("eligible now", "eligible"), ("scheduled", "scheduled"), ("backoff", "backoff"),
+           ("sleeping", "sleeping"), ("waiting for a signal", "waiting_for_signal"),
+           ("waiting for parents", "waiting"), ("in flight", "in_flight"), ("expired leases", "expired_leases"),
+           ("dead", "dead"))
 
 
 def render_stats(stats: Stats) -> str:
-    """Counts by kind (pending split into eligible/scheduled), a summary, the oldest wait, the schedules."""
-    rows: list[list[object]] = [[kind, *(counts.get(c, 0) for c in COUNT_COLUMNS)]
+    """Counts by kind (pending split by why it waits; a paused kind marked), a summary, the oldest wait, the
+    schedules."""
+    rows: list[list[object]] = [[f"{kind} (paused)" if kind in stats.paused_kinds else kind,
+                                 *(counts.get(c, 0) for c in COUNT_COLUMNS)]
                                 for kind, counts in stats.by_kind.items()]
     if rows:
         totals = [sum(counts.get(c, 0) for counts in stats.by_kind.values()) for c in COUNT_COLUMNS]
-        lines = [table(("kind", *COUNT_COLUMNS), [*rows, ["(all)", *totals]], right=COUNT_COLUMNS)]
+        headings = [HEADINGS.get(c, c) for c in COUNT_COLUMNS]
+        lines = [table(("kind", *headings), [*rows, ["(all)", *totals]], right=headings)]
     else:
         lines = ["no jobs"]
     summary = "   ".join(f"{label}: {getattr(stats, key)}" for label, key in SUMMARY)
@@ -43,8 +51,9 @@ def render_stats(stats: Stats) -> str:
 @cli.command()
 @queue_options
 def stats(dsn: str | None, prefix: str, as_json: bool) -> None:
-    """Show job counts by kind and status, and how far behind the queue is."""
-    queue = bare_queue(prefix)
+    """Show job counts by kind and state (each job in one column; a paused kind marked), and how far behind
+    the queue is."""
+    queue = app_queue(prefix)
     with opened(dsn, prefix) as engine:
         result = queue.stats(engine)
         paused = queue.pauses(engine)

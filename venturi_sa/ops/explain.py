@@ -7,11 +7,13 @@ at its isolation level, and never commits it.  Each reason is
 a code plus a sentence: for a pending job any of ``waiting_on_parents``, ``scheduled``,
 ``backoff``, ``sleeping`` / ``waiting_for_signal`` (a durable sleep or wait,
 until when), ``paused`` (by the kind's own pause, a kind pattern or the
-whole queue's), ``no_worker`` (no job of its kind is claimed now or
-finished within ``activity_window``, and this job's own last run is older:
-a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
+whole queue's), ``no_worker`` (a job due now, but no job of its kind is
+claimed now or finished within ``activity_window``, and this job's own last
+run is older: a heuristic, since workers keep no heartbeat), ``behind`` (eligible jobs a
 claim takes first), ``limited`` (a limit in force is full or used up:
-named with its current use, docs/limits.md) and ``eligible``;
+named with its current use, docs/limits.md), ``limits_unknown`` (the
+explaining queue has no task code for the kind, so a limit its task
+declares may hold the job: only overrides were checked) and ``eligible``;
 ``claimed`` (by whom, lease until when, and ``cancel_requested``);
 ``dead`` (the last journal note) or ``completed``.
 """
@@ -113,11 +115,21 @@ def explain(models: Models, bind: sa.Engine | Runner, job_id: str,
     if view is None or facts is None or facts.job is None:
         raise job_not_found(models, job_id)
     job = facts.job
-    reasons = [Reason("limited", text) for text in limited] + [
-        r for r in _reasons(facts, activity_window, held) if not (limited and r.code == "eligible")]
+    due = (job.status == Status.PENDING.value and waiting is None and facts.now is not None
+           and aware(job.visible_at) <= facts.now)
+    reasons = [Reason("limited", text) for text in limited if due] + [
+        r for r in _reasons(facts, activity_window, held) if not (limited and due and r.code == "eligible")]
+    if due and (registry is None or job.kind not in registry):
+        reasons = [*(r for r in reasons if r.code != "eligible"), Reason("limits_unknown", unknown_text(job.kind))]
     if waiting is not None and job.status == Status.PENDING.value:  # 'infinity' is not a schedule
         reasons = [Reason("waiting_on_parents", waiting), *(r for r in reasons if r.code != "scheduled")]
     return Explanation(job_id=job.id, kind=job.kind, status=job.status, reasons=reasons, timeout=view.timeout)
+
+
+def unknown_text(kind: str) -> str:
+    """The ``limits_unknown`` sentence: no task code for ``kind`` here, so its declared limits are not known."""
+    return (f"declared limits unknown: no task code for kind {kind!r} here (run with --app, or ask the app's "
+            "queue); no overridden limit holds it")
 
 
 def _reasons(facts: ExplainFacts, window: timedelta, held: StepInfo | None = None) -> list[Reason]:
@@ -189,7 +201,8 @@ def _pending(facts: ExplainFacts, window: timedelta, held: StepInfo | None = Non
                                         f" ({pause.reason or 'no reason given'}){until}", until=pause.resume_at))
     last = facts.last_entry
     ran_lately = last is not None and last.run_no > 0 and last.recorded_at > facts.now - window
-    if not facts.recent_activity and not ran_lately:
+    due = aware(job.visible_at) <= facts.now  # a job not due yet needs no worker now
+    if due and not facts.recent_activity and not ran_lately:
         reasons.append(Reason("no_worker", f"no job of kind {job.kind!r} was claimed or finished in the last "
                                            f"{window.total_seconds() / 60:g} min: is a worker running this kind?"))
     if facts.ahead:

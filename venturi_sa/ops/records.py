@@ -130,9 +130,9 @@ class Page:
         return {"items": [j.as_dict() for j in self.items], "next_cursor": self.next_cursor}
 
 
-KIND_KEYS = ("total", "pending", "eligible", "scheduled", "claimed", "expired_leases",
-             "completed", "dead")
-"""The keys of every ``Stats.by_kind[kind]`` mapping."""
+KIND_KEYS = ("total", "pending", "eligible", "scheduled", "backoff", "sleeping", "waiting_for_signal", "waiting",
+             "claimed", "expired_leases", "completed", "dead")
+"""The keys of every ``Stats.by_kind[kind]`` mapping; ``pending`` is the sum of ``eligible`` to ``waiting``."""
 
 
 @dataclass(frozen=True)
@@ -170,12 +170,14 @@ def schedule_info(row: Any) -> ScheduleInfo:
 class Stats:
     """Queue counts read in one snapshot at ``as_of`` (the database clock), and the live schedules.
 
-    ``eligible`` pending jobs have ``visible_at <= as_of``; ``scheduled``
-    ones are due later.  ``in_flight`` is the ``claimed`` count, of which
+    ``eligible`` pending jobs have ``visible_at <= as_of``; the others are
+    each in one of ``waiting_for_signal`` (an open ``ctx.wait_for``),
+    ``sleeping`` (``ctx.sleep``), ``waiting`` (on parents), ``backoff`` (a
+    failure counted) and ``scheduled`` (due later), so ``eligible`` to
+    ``waiting`` sum to ``pending``, and with ``in_flight``, ``completed`` and
+    ``dead`` to ``total``.  ``in_flight`` is the ``claimed`` count, of which
     ``expired_leases`` have ``claim_expires_at < as_of`` (awaiting recovery).
-    ``by_kind[kind]`` has the keys of :data:`KIND_KEYS`.  Pending jobs held
-    back by a durable sleep or an open wait for a signal are counted in
-    ``sleeping`` and ``waiting_for_signal``, not in ``scheduled``.
+    ``by_kind[kind]`` has the keys of :data:`KIND_KEYS`.
     """
 
     as_of: datetime
@@ -201,6 +203,10 @@ class Stats:
     """Pending jobs waiting for a signal (``ctx.wait_for``) until it comes or their deadline."""
     limited: dict[str, int] = field(default_factory=dict)
     """Per kind, eligible pending jobs held by a limit now (docs/limits.md); counted in ``eligible`` too."""
+    backoff: int = 0
+    """Pending jobs due later after a failure (``failure_count > 0``), no step holding them."""
+    paused_kinds: list[str] = field(default_factory=list)
+    """The kinds of ``by_kind`` a pause in force holds (by name, by a pattern, or the whole queue's)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``as_of`` in ISO 8601, ages in seconds."""

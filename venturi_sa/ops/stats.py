@@ -17,41 +17,51 @@ from venturi_sa.ops import limit_reasons
 from venturi_sa.ops.records import KIND_KEYS, Stats, schedule_info
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.states import STATUSES, Status
-from venturi_sa.storage import archive_reads, dependent_reads
+from venturi_sa.storage import archive_reads
+from venturi_sa.storage import pauses as pauses_store
 from venturi_sa.storage import schedules as schedules_store
 from venturi_sa.storage import stats as stats_store
-from venturi_sa.storage import steps as step_store
+from venturi_sa.storage.pauses import PATTERN_MARK
 from venturi_sa.storage.stats import StatsParams, StatsRows
 from venturi_sa.task import Registry
 
 
 def stats(models: Models, engine: sa.Engine, registry: Registry | None = None) -> Stats:
-    """Counts by status and kind, eligible vs scheduled, in flight, expired leases, oldest wait, schedules."""
+    """Counts by status and kind, pending split by why it waits, in flight, expired leases, oldest wait, schedules.
+
+    Every pending job is in exactly one of ``eligible``, ``scheduled``,
+    ``backoff``, ``sleeping``, ``waiting_for_signal`` and ``waiting`` (on
+    parents), so a kind's columns sum to its ``total``.
+    """
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         raw = stats_store.read_stats(models, session, StatsParams())
         raw = dataclasses.replace(raw, counts=[*raw.counts, *archive_reads.counts(models, session)])  # same snapshot
         schedules = [schedule_info(r) for r in schedules_store.all_schedules(models, session) if r.removed_at is None]
-        waiting = dependent_reads.waiting_count(models, session)
-        held = step_store.held_counts(models, session)
+        not_due = stats_store.not_due_counts(models, session)
         limited = limit_reasons.held_counts(models, session, registry)
-    return with_held(dataclasses.replace(shape_stats(raw), schedules=schedules, waiting=waiting, limited=limited),
-                     held)
+        paused = [p.kind for p in pauses_store.pauses(models, session, in_force_only=True)]
+    shaped = with_not_due(shape_stats(raw), not_due)
+    return dataclasses.replace(shaped, schedules=schedules, limited=limited,
+                               paused_kinds=[k for k in shaped.by_kind if paused_by(k, paused)])
 
 
-def with_held(stats: Stats, held: list[tuple[str, int, int, int]]) -> Stats:
-    """``stats`` with sleeping and waiting-for-signal jobs moved out of ``scheduled`` into counts of their own.
+def paused_by(kind: str, pauses: list[str]) -> bool:
+    """Whether a pause in force of one of ``pauses`` (kinds, or patterns ending in ``*``) holds ``kind``."""
+    return any(p == kind or (p.endswith(PATTERN_MARK) and kind.startswith(p[:-1])) for p in pauses)
 
-    A wait with no deadline (``visible_at = 'infinity'``) was never counted as scheduled.
-    """
-    if not held:
-        return stats
-    by_kind = {kind: dict(counts) for kind, counts in stats.by_kind.items()}
-    for kind, sleeping, _, dated in held:
-        if kind in by_kind:
-            by_kind[kind]["scheduled"] -= sleeping + dated
-    sleeping, waiting, dated = sum(h[1] for h in held), sum(h[2] for h in held), sum(h[3] for h in held)
-    return dataclasses.replace(stats, by_kind=by_kind, scheduled=stats.scheduled - sleeping - dated,
-                               sleeping=sleeping, waiting_for_signal=waiting)
+
+def with_not_due(stats: Stats, not_due: list[tuple[str, str, int]]) -> Stats:
+    """``stats`` with its pending jobs not due yet split by why they wait (``NOT_DUE_STATES``), per kind and
+    in total (``scheduled`` keeps only the plainly scheduled ones)."""
+    by_kind = {kind: {**counts, "scheduled": 0} for kind, counts in stats.by_kind.items()}
+    for kind, state, n in not_due:
+        by_kind.setdefault(kind, dict.fromkeys(KIND_KEYS, 0))[state] += n
+    def total(state: str) -> int:
+        return sum(k[state] for k in by_kind.values())
+
+    return dataclasses.replace(stats, by_kind=by_kind, scheduled=total("scheduled"), backoff=total("backoff"),
+                               sleeping=total("sleeping"), waiting_for_signal=total("waiting_for_signal"),
+                               waiting=total("waiting"))
 
 
 def _by_kind(raw: StatsRows) -> dict[str, dict[str, int]]:

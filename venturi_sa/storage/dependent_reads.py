@@ -214,17 +214,6 @@ def waiting(models: Models, runner: Runner, job_id: str, shown: int = 5) -> Wait
     return Waiting(total=row.total, remaining=row.remaining, unfinished=tuple(row.unfinished))
 
 
-_WAITING_COUNT = """
-SELECT count(*) FROM {waits} AS w JOIN {jobs} AS j ON j.id = w.job_id
-WHERE w.remaining > 0 AND j.status = 'pending' AND j.visible_at = 'infinity'
-"""
-
-
-def waiting_count(models: Models, runner: Runner) -> int:
-    """How many pending jobs wait for unfinished parents."""
-    return int(runner.execute(_statement(models, "waiting_count", _WAITING_COUNT)).scalar_one())
-
-
 _CYCLING = """
 WITH RECURSIVE up(id) AS (
     SELECT p.parent_id FROM {parents} AS p WHERE p.job_id = ANY(:ids)

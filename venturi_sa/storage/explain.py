@@ -43,7 +43,9 @@ def explain_facts(models: Models, runner: Runner, job_id: str, *, activity_windo
     entry = models.JournalEntry
     last = runner.execute(sa.select(entry.outcome, entry.note, entry.recorded_at, entry.run_no)
                           .where(entry.job_id == job_id).order_by(entry.id.desc()).limit(1)).first()
-    now = runner.execute(sa.select(sa.func.now())).scalar_one()
+    # The clock at this read, not the transaction's start: read in the caller's transaction, a job it
+    # enqueued (visible at its INSERT's statement_timestamp()) is due, as it is to a claim after commit.
+    now = runner.execute(sa.select(sa.func.statement_timestamp())).scalar_one()
     facts: dict[str, Any] = {"job": row, "now": now, "last_entry": last,
                              "cancel": cancel_request(models, runner, job_id)}
     if row.status == Status.PENDING.value:
@@ -61,7 +63,7 @@ def _ahead(models: Models, runner: Runner, row: sa.Row[Any], limit: int) -> int:
                    sa.and_(job.priority == row.priority, sa.tuple_(job.created_at, job.id)
                            < sa.tuple_(sa.literal(row.created_at), sa.literal(row.id))))
     ahead = (sa.select(job.id).where(job.status == Status.PENDING.value, job.kind == row.kind,
-                                     job.visible_at <= sa.func.now(), first).limit(limit).subquery())
+                                     job.visible_at <= sa.func.statement_timestamp(), first).limit(limit).subquery())
     return int(runner.execute(sa.select(sa.func.count()).select_from(ahead)).scalar_one())
 
 

@@ -6,7 +6,9 @@ counts share one snapshot and one ``now()``:
 - counts by ``(status, kind)``: an index-only scan of ``_jobs_history``;
 - pending by kind split at ``now()``, with the oldest eligible ``visible_at``:
   the partial ``_jobs_visible (kind, visible_at) WHERE status = 'pending'``;
-- expired leases by kind: the partial ``_jobs_lease WHERE status = 'claimed'``.
+- expired leases by kind: the partial ``_jobs_lease WHERE status = 'claimed'``;
+- pending jobs not due yet by kind and by why they wait (:func:`not_due_counts`):
+  the same partial ``_jobs_visible``, with a look at the steps of those jobs only.
 
 Nothing here locks or commits.
 """
@@ -126,3 +128,32 @@ def read_stats(models: Models, runner: Runner, params: StatsParams) -> StatsRows
     ]
     expired = [(r[0], int(r[1])) for r in runner.execute(expired_statement(models))]
     return StatsRows(as_of=as_of, counts=counts, pending=pending, expired=expired)
+
+
+NOT_DUE_STATES = ("waiting_for_signal", "sleeping", "waiting", "backoff", "scheduled")
+"""Why a pending job not due yet waits, first match wins: an open ``ctx.wait_for``, a ``ctx.sleep`` not over,
+its parents (``visible_at = 'infinity'`` with no wait), a failure's backoff, or a schedule."""
+
+
+def not_due_statement(models: Models) -> sa.Select[Any]:
+    """Rows of ``(kind, state, count)`` for the pending jobs with ``visible_at > now()`` (see NOT_DUE_STATES).
+
+    ``backoff`` is a job with a failure counted (``failure_count > 0``) and
+    no step holding it: an operator's later ``edit(run_at=...)`` of such a
+    job still counts there.
+    """
+    job, step = models.jobs_table.c, models.steps_table.c
+    waiting = sa.exists().where(step.job_id == job.id, step.entry == "wait", step.resolution.is_(None))
+    sleeping = sa.exists().where(step.job_id == job.id, step.entry == "sleep", step.wake_at > sa.func.now())
+    state = sa.case((waiting, "waiting_for_signal"), (sleeping, "sleeping"),
+                    (job.visible_at >= INFINITY, "waiting"), (job.failure_count > 0, "backoff"),
+                    else_="scheduled").label("state")
+    rows = (_select(job.kind, state)
+            .where(job.status == Status.PENDING.value, job.visible_at > sa.func.now())
+            .subquery())
+    return _select(rows.c.kind, rows.c.state, sa.func.count()).group_by(rows.c.kind, rows.c.state)
+
+
+def not_due_counts(models: Models, runner: Runner) -> list[tuple[str, str, int]]:
+    """``(kind, state, count)`` of the pending jobs not due yet, in ``runner``'s transaction (snapshot)."""
+    return [(r[0], r[1], int(r[2])) for r in runner.execute(not_due_statement(models))]

@@ -218,26 +218,6 @@ def has_any(models: Models, runner: Runner, job_id: str) -> bool:
     return runner.execute(sa.select(sa.exists().where(c.job_id == job_id))).scalar_one() is True
 
 
-def held_counts(models: Models, runner: Runner) -> list[tuple[str, int, int, int]]:
-    """``(kind, sleeping, waiting_for_signal, of those waiting: with a deadline)`` of the pending jobs not yet
-    visible that a durable sleep or an open wait holds back (read by ``stats``, in the caller's snapshot).
-
-    A wait with no deadline has ``visible_at = 'infinity'``, which ``stats`` never counts as scheduled.
-    """
-    job, c = models.jobs_table.c, models.steps_table.c
-    waiting = sa.exists().where(c.job_id == job.id, c.entry == "wait", c.resolution.is_(None))
-    sleeping = sa.exists().where(c.job_id == job.id, c.entry == "sleep", c.wake_at > sa.func.now())
-    rows = runner.execute(
-        sa.select(job.kind,
-                  sa.func.count().filter(sa.and_(sleeping, sa.not_(waiting))),
-                  sa.func.count().filter(waiting),
-                  sa.func.count().filter(waiting, job.visible_at < timestamps.INFINITY))
-        .where(job.status == Status.PENDING.value, job.visible_at > sa.func.now(),
-               sa.exists().where(c.job_id == job.id))
-        .group_by(job.kind)).all()
-    return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
-
-
 def next_wake(models: Models, runner: Runner, kinds: list[str]) -> datetime | None:
     """The soonest wake time of a pending job of ``kinds`` in a durable sleep, or None."""
     job, c = models.jobs_table.c, models.steps_table.c

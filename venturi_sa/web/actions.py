@@ -12,6 +12,7 @@ add operations register their own :class:`Action` objects with
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,6 +26,8 @@ from venturi_sa.ops.face import Operations
 from venturi_sa.states import Status
 from venturi_sa.task import Registry
 from venturi_sa.web import forms, queries
+
+log = logging.getLogger("venturi.web")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +146,19 @@ def _edit_payload(ctx: ActionContext, job_id: str) -> object:
     return _edit(ctx, job_id, payload=ctx.values["payload"])
 
 
+def _send_signal(ctx: ActionContext, job_id: str) -> object:
+    name = ctx.values["name"]
+    sent = ctx.ops.signal(ctx.engine, job_id, name, ctx.values["payload"])
+    log.info("signal %r sent to job %s of queue %r by %s: %s", name, job_id, ctx.models.prefix, ctx.actor,
+             sent.result)
+    return f"signal {name} {sent.result}"
+
+
+def _signal_values(form: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {"name": forms.text(form, "signal_name", required=True, limit=200),
+            "payload": forms.json_field(form, "signal_payload")}
+
+
 _PENDING, _CLAIMED = Status.PENDING.value, Status.CLAIMED.value
 
 BUILTIN_ACTIONS: tuple[Action, ...] = (
@@ -168,10 +184,14 @@ BUILTIN_ACTIONS: tuple[Action, ...] = (
     Action(name="edit_payload", label="Replace payload", statuses=(_PENDING,), run=_edit_payload,
            fields=("payload",), read=lambda form: {"payload": forms.payload(form)}, bulk=False,
            help="a pending job's payload, validated by its task's schema"),
+    Action(name="send_signal", label="Send signal", statuses=(_PENDING, _CLAIMED), run=_send_signal,
+           fields=("signal_name", "signal_payload"), read=_signal_values, bulk=False,
+           help="queue.signal: a job waiting in ctx.wait_for(name) wakes with the JSON payload (empty: null); "
+                "one not waiting yet keeps it for its wait"),
 )
 """The operations the dashboard offers, each a queue operation (:class:`~venturi_sa.ops.face.Operations`):
-requeue, kill, release, cancel, retry now, run now (``edit(run_now=True)``), set priority, run later and
-replace payload (``edit``)."""
+requeue, kill, release, cancel, retry now, run now (``edit(run_now=True)``), set priority, run later,
+replace payload (``edit``) and send signal (``signal``; who sent it is logged on ``venturi.web``)."""
 
 
 BULK_BATCH = 100

@@ -26,7 +26,7 @@ from venturi_sa.models import make_models
 from venturi_sa.prefix import validate_prefix
 from venturi_sa.storage.query_timeouts import DEFAULT_SECONDS
 from venturi_sa.task import Registry, Task
-from venturi_sa.web import pauses, routes
+from venturi_sa.web import limits_page, pauses, routes
 from venturi_sa.web.actions import Action
 from venturi_sa.web.app import HERE, Dashboard, Page
 from venturi_sa.web.hardening import Hardened
@@ -87,9 +87,11 @@ def create_app(engine: sa.Engine, prefix: str = "venturi", *, read_only: bool = 
                           pages=pages, poll_interval=poll_interval, listen=listen,
                           title=title or f"venturi · {prefix}", template_dirs=template_dirs,
                           tasks=tasks if isinstance(tasks, Registry) else Registry(tuple(tasks)),
-                          secret=_secret(secret), query_timeout=query_timeout, operations=tuple(pauses.OPERATIONS))
+                          secret=_secret(secret), query_timeout=query_timeout,
+                          operations=(*pauses.OPERATIONS, *limits_page.OPERATIONS))
     table: list[BaseRoute] = [
         *routes.routes(dashboard),
+        *limits_page.routes(dashboard),
         *(_page_route(p, dashboard) for p in dashboard.pages),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -83,22 +83,30 @@ def when(form: Mapping[str, Any], name: str, *, required: bool = True) -> dateti
 
 def payload(form: Mapping[str, Any]) -> Any:
     """The ``payload`` field parsed as JSON (any value but null; the task's schema checks the rest)."""
-    raw = str(form.get("payload") or "").strip()
-    if not raw:
-        raise InvalidOption("payload is required: type the whole new payload as JSON")
-    if len(raw) > PAYLOAD_LIMIT:
-        raise InvalidOption(f"payload must be at most {PAYLOAD_LIMIT} characters of JSON")
-    if _depth(raw) > PAYLOAD_DEPTH:
-        raise InvalidOption(f"payload nests deeper than {PAYLOAD_DEPTH} levels of arrays and objects")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidOption(f"payload is not valid JSON: {exc}") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise InvalidOption(f"payload is not usable JSON: {exc}") from None
+    value = json_field(form, "payload", missing="payload is required: type the whole new payload as JSON")
     if value is None:
         raise InvalidOption("payload must be a JSON value other than null")
     return value
+
+
+def json_field(form: Mapping[str, Any], name: str, *, missing: str | None = None) -> Any:
+    """Field ``name`` parsed as JSON, at most PAYLOAD_LIMIT characters and PAYLOAD_DEPTH deep; empty: None,
+    or ``InvalidOption(missing)`` when ``missing`` is given."""
+    raw = str(form.get(name) or "").strip()
+    if not raw:
+        if missing is not None:
+            raise InvalidOption(missing)
+        return None
+    if len(raw) > PAYLOAD_LIMIT:
+        raise InvalidOption(f"{name} must be at most {PAYLOAD_LIMIT} characters of JSON")
+    if _depth(raw) > PAYLOAD_DEPTH:
+        raise InvalidOption(f"{name} nests deeper than {PAYLOAD_DEPTH} levels of arrays and objects")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidOption(f"{name} is not valid JSON: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise InvalidOption(f"{name} is not usable JSON: {exc}") from None
 
 
 def _depth(raw: str) -> int:

@@ -16,14 +16,18 @@ import sqlalchemy as sa
 
 from venturi_sa.errors import JobNotFound
 from venturi_sa.models import Models
+from venturi_sa.ops.explain import Reason
 from venturi_sa.ops.face import Operations
 from venturi_sa.ops.job_sections import JobSections, Starts
 from venturi_sa.ops.limits import LimitInfo
 from venturi_sa.ops.pause import PauseInfo
 from venturi_sa.ops.records import JobInfo, JobView, JournalInfo, ScheduleInfo, job_view_info
+from venturi_sa.ops.stats import paused_by
 from venturi_sa.ops.transaction import short_transaction
 from venturi_sa.storage import archive_dashboard
 from venturi_sa.storage import dashboard as dashboard_store
+from venturi_sa.storage import pauses as pauses_store
+from venturi_sa.storage import stats as stats_store
 from venturi_sa.storage.dashboard import (
     DEAD_COUNT_CAP,
     FAILED_OUTCOMES,
@@ -33,6 +37,7 @@ from venturi_sa.storage.dashboard import (
     SelectionParams,
     WindowParams,
 )
+from venturi_sa.task import Registry
 
 SECTION_STARTS = Starts(limit=50)
 """A job page's lists: the first 50 of each (journal lines, parents, dependents, steps)."""
@@ -49,9 +54,10 @@ class Series:
     bucket_seconds: int
 
 
-KIND_COLUMNS = ("eligible", "scheduled", "claimed", "expired_leases", "dead", "completed_recently",
-                "dead_recently")
-"""Per-kind counts on the overview; ``*_recently``: finished within the chart window."""
+KIND_COLUMNS = ("eligible", "scheduled", "backoff", "sleeping", "waiting_for_signal", "waiting", "claimed",
+                "expired_leases", "dead", "completed_recently", "dead_recently")
+"""Per-kind counts on the overview (a pending job in one of ``eligible`` to ``waiting``, as ``queue.stats``
+splits them); ``*_recently``: finished within the chart window."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +73,8 @@ class Counts:
     oldest_eligible_age_by_kind: dict[str, timedelta]
     dead_capped: frozenset[str] = frozenset()
     """Kinds with at least :data:`~venturi_sa.storage.dashboard.DEAD_COUNT_CAP` dead jobs (counted that far)."""
+    paused: frozenset[str] = frozenset()
+    """Kinds a pause in force holds (by name, pattern or the whole queue's)."""
 
     def total(self, key: str) -> int:
         return sum(k[key] for k in self.by_kind.values())
@@ -82,14 +90,16 @@ class Counts:
         return max(self.oldest_eligible_age_by_kind.values(), default=None)
 
 
-def _counts(raw: OverviewCounts) -> Counts:
+def _counts(raw: OverviewCounts, not_due: list[tuple[str, str, int]], pauses: list[str]) -> Counts:
     by_kind: dict[str, dict[str, int]] = {}
 
     def row(kind: str) -> dict[str, int]:
         return by_kind.setdefault(kind, dict.fromkeys(KIND_COLUMNS, 0))
 
     for p in raw.pending:
-        row(p.kind).update(eligible=p.eligible, scheduled=p.scheduled)
+        row(p.kind).update(eligible=p.eligible)
+    for kind, state, n in not_due:  # scheduled, backoff, sleeping, waiting for a signal or on parents
+        row(kind)[state] += n
     for key, pairs in (("expired_leases", raw.expired), ("claimed", raw.claimed), ("dead", raw.dead)):
         for kind, n in pairs:
             row(kind)[key] = n
@@ -98,7 +108,7 @@ def _counts(raw: OverviewCounts) -> Counts:
     ages = {p.kind: p.oldest_eligible_age for p in raw.pending if p.oldest_eligible_age is not None}
     capped = frozenset(kind for kind, n in raw.dead if n >= DEAD_COUNT_CAP)
     return Counts(as_of=raw.as_of, by_kind=dict(sorted(by_kind.items())), oldest_eligible_age_by_kind=ages,
-                  dead_capped=capped)
+                  dead_capped=capped, paused=frozenset(k for k in by_kind if paused_by(k, pauses)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +142,8 @@ def overview(models: Models, engine: sa.Engine, window: str) -> Overview:
     params = WindowParams(span=span, bucket_seconds=seconds)
     with short_transaction(models, engine, "REPEATABLE READ") as session:
         counts = _counts(archive_dashboard.add_archive_counts(
-            models, session, dashboard_store.fetch_overview_counts(models, session, params), params))
+            models, session, dashboard_store.fetch_overview_counts(models, session, params), params),
+            stats_store.not_due_counts(models, session), [p.kind for p in pauses_store.pauses(models, session)])
         activity = archive_dashboard.add_activity(dashboard_store.fetch_activity(models, session, params),
                                          archive_dashboard.activity(models, session, params))
         latency = archive_dashboard.fetch_latency(models, session, params)  # the live table and the archive together
@@ -224,8 +235,8 @@ class Detail:
     on_parents: bool = False
     """Waits for unfinished parents (its dependency count, not its ``'infinity'`` ``visible_at``)."""
     reason: str = ""
-    why: tuple[str, ...] = ()
-    """For a pending or claimed job, the reasons :func:`venturi_sa.ops.explain.explain` gives."""
+    why: tuple[Reason, ...] = ()
+    """For a pending or claimed job, the reasons (codes and sentences) ``queue.explain`` gives."""
     first_journal_page: bool = True
     """Whether the journal page starts at the first entry (its first line's time counts from creation)."""
 
@@ -296,22 +307,27 @@ def detail(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECT
     return replace(found_detail, reason=_reason(found_detail))
 
 
-def detail_page(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS) -> Detail | None:
-    """:func:`detail` and why the job waits.
+def detail_page(models: Models, engine: sa.Engine, job_id: str, starts: Starts = SECTION_STARTS,
+                registry: Registry | None = None) -> Detail | None:
+    """:func:`detail` and why the job waits, as ``queue.explain`` with ``registry`` (the dashboard's tasks) says.
 
-    Three short transactions; the explanation (pauses, backoff, place in line,
-    whether a worker runs the kind) only for a pending or claimed job.
+    Three short transactions; the explanation (limits, parents, sleeps and
+    waits, pauses, backoff, place in line, whether a worker runs the kind)
+    only for a pending or claimed job.  A pending job's headline is the first
+    reason's sentence, so the page, ``venturi jobs why`` and ``queue.explain``
+    say the same.
     """
     found = detail(models, engine, job_id, starts)
     if found is None:
         return None
-    why: tuple[str, ...] = ()
-    if found.job.status in ("pending", "claimed"):
-        try:
-            why = tuple(r.text for r in Operations(models).explain(engine, job_id).reasons)
-        except JobNotFound:  # deleted meanwhile: show what was read
-            pass
-    return replace(found, why=why)
+    if found.job.status not in ("pending", "claimed"):
+        return found
+    try:
+        why = tuple(Operations(models, registry).explain(engine, job_id).reasons)
+    except JobNotFound:  # deleted meanwhile: show what was read
+        return found
+    headline = why[0].text if why and found.job.status == "pending" and why[0].code != "claimed" else found.reason
+    return replace(found, why=why, reason=headline)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,12 +363,13 @@ class Control:
 
     schedules: list[ScheduleInfo]
     pauses: list[PauseInfo]
-    limits: list[LimitInfo] = field(default_factory=list)  # overridden limits, with their use
+    limits: list[LimitInfo] = field(default_factory=list)  # declared and overridden limits, with their use
 
 
-def control(models: Models, engine: sa.Engine) -> Control:
-    """Schedules (by name) and pauses in force (newest first): two small tables, read whole."""
-    ops = Operations(models)
+def control(models: Models, engine: sa.Engine, registry: Registry | None = None) -> Control:
+    """Schedules (by name), pauses in force (newest first) and the limits in force (declared by ``registry``'s
+    tasks or overridden): small tables, read whole."""
+    ops = Operations(models, registry)
     return Control(schedules=ops.list_schedules(engine), pauses=ops.pauses(engine), limits=ops.limits(engine))
 
 

@@ -120,7 +120,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         job_id = request.path_params["job_id"]
         starts, shown = section_starts(request.query_params)
         try:
-            found = queries.detail_page(dashboard.models, dashboard.engine, job_id, starts)
+            found = queries.detail_page(dashboard.models, dashboard.engine, job_id, starts, dashboard.tasks)
         except InvalidOption as exc:
             raise bad(str(exc)) from None
         if found is None:
@@ -153,7 +153,7 @@ def routes(dashboard: Dashboard) -> list[Route]:
         return {"view": queries.workers(dashboard.models, dashboard.engine)}
 
     def control_data(request: Request) -> dict[str, Any]:
-        return {"view": queries.control(dashboard.models, dashboard.engine)}
+        return {"view": queries.control(dashboard.models, dashboard.engine, dashboard.tasks)}
 
     overview, overview_fragment = paired(overview_data, "overview.html", "overview_body.html", "overview")
     jobs, jobs_fragment = paired(jobs_data, "jobs.html", "jobs_rows.html", "jobs")

@@ -23,7 +23,7 @@ def test_the_job_page_lists_parents_and_dependents(client: TestClient, engine: s
     assert page.status_code == 200
     html = page.text
     assert 'id="parents"' in html and f'/jobs/{a}"' in html and f'/jobs/{b}"' in html
-    assert "waiting for its parents" in html and "waiting for 2 of 2 parents" in html
+    assert 'data-code="waiting_on_parents"' in html and "waiting for 2 of 2 parents" in html
     parent = client.get(f"/jobs/{a}").text
     assert 'id="dependents"' in parent and f'/jobs/{c}"' in parent and ">run<" in parent
     plain = client.get(f"/jobs/{b}").text

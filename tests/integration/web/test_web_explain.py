@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 from support.bigqueue import seed_big
-from support.ops import assert_plan
+from support.ops import assert_plan, nodes, plan_of
 from support.web import counted
 
 from venturi_sa import Models
@@ -120,9 +120,19 @@ def test_workers_the_change_token_and_last_errors_use_their_indexes(
 
 # The overview reads the archive's dead counts, finished jobs and journal window too (+3); a jobs page the
 # archive's page (+1) and, for a filtered page, where the archive's walk ended (+1).  The schedules page
-# and explain read the limit overrides (+1 each).
-PAGES = {"/": 12, "/?window=day": 12, "/fragment/overview": 12, "/jobs": 3, "/jobs?status=dead&kind=kind_0": 5,
+# and explain read the limit overrides (+1 each).  The overview splits the jobs not due yet by why they wait
+# and reads the pauses in force (+2).
+PAGES = {"/": 14, "/?window=day": 14, "/fragment/overview": 14, "/jobs": 3, "/jobs?status=dead&kind=kind_0": 5,
          "/jobs?q=nothing-matches-this": 4, "/workers": 2, "/fragment/jobs": 3, "/schedules": 3}
+
+
+def test_the_jobs_not_due_are_split_through_jobs_visible(engine: sa.Engine, big: tuple[Models, datetime]) -> None:
+    """The jobs table through its partial pending index; the (here empty) steps table only for those jobs."""
+    models, _ = big
+    plan = plan_of(engine, stats_sql.not_due_statement(models))
+    scanned = {(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes(plan)}
+    assert ("Index Scan", models.names.jobs, models.names.index("jobs_visible")) in scanned, scanned
+    assert not any(kind == "Seq Scan" and table == models.names.jobs for kind, table, _ in scanned), scanned
 
 
 def test_a_job_pages_journal_reads_through_journal_job(engine: sa.Engine, big: tuple[Models, datetime]) -> None:

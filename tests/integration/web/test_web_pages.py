@@ -81,7 +81,7 @@ def test_job_detail_shows_fields_payload_and_timeline(client: TestClient, seeded
     assert 'id="reason"' in html and "dead: dead note" in html
     assert 'id="job-requeue"' in html and 'id="job-kill"' not in html  # only what the status allows
     scheduled = client.get(f"/jobs/{seeded['scheduled'][0]}").text
-    assert "not eligible until" in scheduled
+    assert "scheduled for " in scheduled and 'data-code="scheduled"' in scheduled  # as queue.explain says
     expired = client.get(f"/jobs/{seeded['expired'][0]}").text
     assert "lease expired" in expired
     fragment = client.get(f"/fragment/jobs/{job_id}").text
@@ -229,7 +229,7 @@ def test_dead_jobs_are_counted_per_kind_up_to_a_cap(engine: sa.Engine, models: A
     assert exact == [("a", 5), ("b", 2), ("c", 4)]
     raw = OverviewCounts(as_of=datetime.now(timezone.utc), pending=[], expired=[], claimed=[], finished=[],
                          dead=[("a", DEAD_COUNT_CAP), ("b", 2)])
-    counts = _counts(raw)
+    counts = _counts(raw, [], [])
     assert (counts.dead(), counts.dead("a"), counts.dead("b")) == (f"{DEAD_COUNT_CAP + 2}+", f"{DEAD_COUNT_CAP}+", "2")
 
 
@@ -254,7 +254,7 @@ def test_the_overview_has_each_kinds_throughput(client: TestClient, engine: sa.E
         Entry(job=Job(completed=True, kind="k_slow"), outcome="completed")
     import re
 
-    rates = dict(re.findall(r'jobs\?kind=(k_\w+)">k_\w+</a></td>(?:\s*<td>[^<]*</td>){5}\s*<td>\d+</td>'
+    rates = dict(re.findall(r'jobs\?kind=(k_\w+)">k_\w+</a></td>(?:\s*<td>[^<]*</td>){9}\s*<td>\d+</td>'
                             r'<td class="rate">([\d.]+)</td>', client.get("/").text))
     assert rates == {"k_fast": "0.10", "k_slow": "0.02"}  # completed per minute over the last hour
     day = client.get("/?window=day").text

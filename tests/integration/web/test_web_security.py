@@ -26,23 +26,28 @@ class Pending(Task):
         return None
 
 TARGETS = {"requeue": "dead", "kill": "pending", "release": "claimed", "cancel": "claimed", "retry_now": "scheduled",
-           "run_now": "scheduled", "set_priority": "pending", "run_later": "pending", "edit_payload": "pending"}
-VALUES = {"priority": "0", "run_at": "1h", "payload": '{"n": 5}'}
+           "run_now": "scheduled", "set_priority": "pending", "run_later": "pending", "edit_payload": "pending",
+           "send_signal": "pending"}
+VALUES = {"priority": "0", "run_at": "1h", "payload": '{"n": 5}', "signal_name": "go", "signal_payload": "{}"}
 QUEUE_OPERATIONS = [{"do": "pause_kind", "kind": "k_pending", "reason": "no"}, {"do": "pause_kind", "kind": "*"},
                     {"do": "resume_kind", "kind": "k_paused"}, {"do": "pause_schedule", "name": "hourly"},
                     {"do": "resume_schedule", "name": "paused-one"},
                     {"do": "run_schedule", "name": "hourly"}]
+LIMIT_OPERATIONS = [{"do": "set_limit", "kind": "k_pending", "name": "global_concurrency", "value": "1"},
+                    {"do": "clear_limit", "kind": "k_pending"}]
 
 
 def _statuses(engine: sa.Engine, models: Any) -> list[tuple[Any, ...]]:
     """Every row's (id, status, priority, visible_at, payload, journal entries), the pauses, cancel
-    requests and schedules: what no refused request may change."""
+    requests, schedules, limit overrides and signals: what no refused request may change."""
     job, entry = models.jobs_table, models.journal_table
     n = sa.select(sa.func.count()).where(entry.c.job_id == job.c.id).scalar_subquery()
     with engine.connect() as conn:
         rows = [tuple(r) for r in conn.execute(sa.select(job.c.id, job.c.status, job.c.priority, job.c.visible_at,
                                                          job.c.payload, n).order_by(job.c.id))]
-        for table in (models.pauses_table, models.cancels_table, models.schedules_table):
+        overrides = models.Limits.Override.__table__
+        for table in (models.pauses_table, models.cancels_table, models.schedules_table, overrides,
+                      models.signals_table):
             rows += [tuple(r) for r in conn.execute(sa.select(table).order_by(*table.primary_key.columns))]
     return rows
 
@@ -80,7 +85,9 @@ def _post_all(client: TestClient, token: str | None, seeded: dict[str, list[str]
     return ([client.post("/actions", data={**form, **extra}, follow_redirects=False)
              for form in _every_action(seeded)]
             + [client.post("/schedules", data={**form, **extra}, follow_redirects=False)
-               for form in QUEUE_OPERATIONS])
+               for form in QUEUE_OPERATIONS]
+            + [client.post("/limits", data={**form, **extra}, follow_redirects=False)
+               for form in LIMIT_OPERATIONS])
 
 
 def test_read_only_refuses_every_action_and_hides_the_buttons(engine: sa.Engine, models: Any,
@@ -155,6 +162,7 @@ def test_authorize_decides_per_action_and_job_ids(engine: sa.Engine, models: Any
     assert asked[0] == ("requeue", seeded["dead"])
     assert ("set_priority", seeded["pending"][:1]) in asked and ("cancel", seeded["claimed"][:1]) in asked
     assert ("pause_kind", []) in asked and ("resume_schedule", []) in asked  # queue-level: no job ids
+    assert ("set_limit", []) in asked and ("clear_limit", []) in asked
     assert sorted(asked[-1][1]) == sorted(seeded["pending"])  # "all matching": the batch's own ids
     assert {s for i, s, *_ in _statuses(engine, models) if i in seeded["pending"]} == {"dead"}
 
@@ -189,7 +197,7 @@ def test_buttons_of_actions_authorize_refuses_are_not_drawn(engine: sa.Engine, m
 
     app = create_app(engine, models.prefix, authorize=only_view, listen=False)
     pages = ("/jobs", f"/jobs/{seeded['pending'][0]}", f"/jobs/{seeded['dead'][0]}", "/schedules",
-             "/fragment/schedules")
+             "/fragment/schedules", "/limits")
     with TestClient(app) as client:
         for path in pages:  # a viewer: every page, not one button or form that would be refused
             response = client.get(path)
