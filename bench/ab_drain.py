@@ -5,6 +5,7 @@
     bench/.venv/bin/python bench/ab_drain.py --a . --b . --processes 1,2,4 --supervised  # the supervisor
     bench/.venv/bin/python bench/ab_drain.py --a OLD --b . --drivers psycopg2,psycopg,asyncpg,psycopg_async
     bench/.venv/bin/python bench/ab_drain.py --a . --b . --schedules 50        # what firing costs the claims
+    bench/.venv/bin/python bench/ab_drain.py --a . --b . --idle-keyed b        # what an idle keyed kind costs
 
 On one throwaway durable cluster, each round enqueues ``--n`` no-op jobs
 (``enqueue_many``, chunks of 1,000) and vacuums and analyzes the jobs and
@@ -23,6 +24,12 @@ thread on, ``kinds=["noop"]``) until the round's jobs are done; B's queue
 also declares K schedules of another kind (``tick``) firing every second, so
 B's worker fires them while it claims, and A's fires nothing.  The fired
 ``tick`` jobs (which no variant claims) are deleted after each round.
+
+``--idle-keyed b`` (or ``both``): B's queue (or both variants' queues) also
+registers a keyed kind (``idle_keyed``: ``key_concurrency = 2``, a
+``limit_key``) that has no job, so the worker's every claim takes the
+limited claim's path for it; ``--idle-keyed both`` with different trees
+compares what that costs in each.
 
 Rounds alternate the order (AB, BA, AB, ...): the variant that drains second
 in a round measured faster on this machine even with the same tree on both
@@ -49,8 +56,32 @@ BENCH_DIR = Path(__file__).resolve().parent
 PREFIX = "ab"
 
 
+IDLE_KEYED = "AB_DRAIN_IDLE_KEYED"
+"""Set (to ``1``) in a drain child's environment: its queue also registers the idle keyed kind."""
+
+
 def _queue() -> Any:
-    return noop_queue(PREFIX)
+    queue, noop = noop_queue(PREFIX)
+    if os.environ.get(IDLE_KEYED) == "1":
+        from marshmallow import Schema, fields
+
+        import venturi_sa
+
+        class IdleKeyed(venturi_sa.Task):
+            KIND = "idle_keyed"
+            key_concurrency = 2
+
+            class Payload(Schema):
+                tenant = fields.String(required=True)
+
+            def limit_key(self) -> str:
+                return str(self.payload["tenant"])
+
+            def run(self, ctx: Any) -> None:
+                return None
+
+        queue.register(IdleKeyed)
+    return queue, noop
 
 
 ASYNC_DRIVERS = ("asyncpg", "psycopg_async")
@@ -218,9 +249,11 @@ def _enqueue(dsn: str, tree: Path, n: int) -> None:
 
 
 def _drain(dsn: str, tree: Path, concurrency: int, batch_size: int, processes: int,
-           supervised: bool, driver: str = "psycopg2", schedules: int | None = None) -> dict[str, float]:
-    """One drain in a child process on ``tree``: ``_child``, or ``_firing`` with ``schedules`` (``--schedules``)."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+           supervised: bool, driver: str = "psycopg2", schedules: int | None = None,
+           idle_keyed: bool = False) -> dict[str, float]:
+    """One drain in a child process on ``tree``: ``_child``, or ``_firing`` with ``schedules`` (``--schedules``);
+    with ``idle_keyed`` its queue registers the idle keyed kind too (``--idle-keyed``)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1", IDLE_KEYED: "1" if idle_keyed else ""}
     if schedules is None:
         args = ["_child", dsn, str(concurrency), str(batch_size), str(processes),
                 "supervised" if supervised else "in-process", driver]
@@ -266,6 +299,8 @@ def main(argv: list[str]) -> int:
                    help="comma-separated: psycopg2, psycopg, asyncpg, psycopg_async (in-process workers only)")
     p.add_argument("--schedules", type=int, help="A fires no schedules, B fires this many every second "
                    "(both Worker.run())")
+    p.add_argument("--idle-keyed", choices=("b", "both"),
+                   help="B's queue (or both queues) also registers a keyed kind with no jobs")
     p.add_argument("--port", type=int, help="an existing superuser/trust server on 127.0.0.1")
     a = p.parse_args(argv)
     sys.path.insert(0, str(BENCH_DIR))
@@ -291,11 +326,13 @@ def main(argv: list[str]) -> int:
             order = variants if r % 2 == 0 else variants[::-1]
             for name, tree, processes, driver, _ in order:
                 _enqueue(dsn, a.b.resolve(), a.n)
+                keyed = a.idle_keyed == "both" or (a.idle_keyed == "b" and not name.startswith("A"))
                 if a.schedules is None:
                     out = _drain(dsn, tree, a.concurrency, a.batch_size, processes,
-                                 a.supervised and not name.startswith("A"), driver)
+                                 a.supervised and not name.startswith("A"), driver, idle_keyed=keyed)
                 else:
-                    out = _drain(dsn, tree, a.concurrency, a.batch_size, 1, False, schedules=processes)
+                    out = _drain(dsn, tree, a.concurrency, a.batch_size, 1, False, schedules=processes,
+                                 idle_keyed=keyed)
                     _forget_ticks(dsn)
                 rates[name].append(out["jobs"] / out["seconds"])
                 cpus[name].append(1e6 * out["cpu"] / max(1, out["jobs"]))

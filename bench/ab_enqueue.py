@@ -21,7 +21,8 @@ in a child process whose ``PYTHONPATH`` starts with that tree, after a
   same table (no venturi) + commit per job.
 
 Prints jobs/s and the child's CPU µs per job per round, then medians and
-each variant's median per-round ratio to the first variant.  Only same-round
+each variant's median per-round ratio to the same variant on the first tree
+(the raw and plain-ORM ones: to the first variant).  Only same-round
 ratios mean anything on a shared machine; note ``uptime`` beside them.
 """
 
@@ -222,12 +223,14 @@ def main(argv: list[str]) -> int:
                     cpus[key].append(out["cpu_us"])
                     print(f"round {r + 1} {key}: {rates[key][-1]:,.0f} jobs/s, {out['cpu_us']:.1f} µs CPU/job "
                           f"(load {os.getloadavg()[0]:.1f})", flush=True)
-        ref = next(iter(rates))
-        print(f"\nmedians over {a.rounds} rounds; ratio = median of per-round ratios to {ref}")
+        print(f"\nmedians over {a.rounds} rounds; ratio = median of per-round ratios to the same variant "
+              f"on the first tree ({trees[0][0]}), or to the first variant ({next(iter(rates))}) for the others")
         for key, values in rates.items():
             got = [v for v in values if v is not None]
             if not got:
                 continue
+            same = f"{key.split('@')[0]}@{trees[0][0]}"
+            ref = same if same in rates else next(iter(rates))
             ratios = [v / b for v, b in zip(values, rates[ref], strict=True) if v is not None and b]
             print(f"| {key} | {statistics.median(got):,.0f} jobs/s | {statistics.median(cpus[key]):.1f} µs CPU/job | "
                   f"{statistics.median(ratios):.2f}× |")

@@ -58,7 +58,7 @@ def claim_statement(models: Models, params: ClaimParams) -> Any:
     """
     leases = tuple(sorted((k, params.leases.get(k, params.default_lease)) for k in params.kinds))
     key = (models.prefix, id(models.Job), tuple(params.kinds), _capped(params), leases, params.default_lease,
-           params.skip_overridden)
+           params.skip_overridden, params.probe)
     cached = _STATEMENTS.get(key)
     if cached is None:
         if len(_STATEMENTS) > 1000:
@@ -106,8 +106,22 @@ def _picked(models: Models, params: ClaimParams, limit: Any, literal_caps: bool)
     return sa.func.ARRAY(best.scalar_subquery())
 
 
+def _probed(models: Models, kinds: Sequence[str]) -> Any:
+    """Those of ``kinds`` with a pending job visible now: an uncorrelated InitPlan, run once per claim.
+
+    It leaves pauses and limits to the claim of those kinds (an index probe per kind on the claim index).
+    """
+    other = models.jobs_table.alias("probed_job")
+    wanted = sa.func.unnest(sa.literal(list(kinds), postgresql.ARRAY(sa.Text))).table_valued("k")
+    listed = wanted.render_derived(name="probed_kinds")
+    waiting = sa.exists().where(other.c.status == Status.PENDING.value, other.c.kind == listed.c.k,
+                                other.c.visible_at <= sa.func.now())
+    return sa.select(sa.func.array_agg(listed.c.k)).where(waiting).scalar_subquery().label("probed")
+
+
 def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, literal_caps: bool = False) -> Any:
     job = models.Job
+    probed = [_probed(models, params.probe)] if params.probe else []
     return (
         sa.update(job)
         # ANY(ARRAY(...)): primary-key lookups even on small tables, where a
@@ -125,7 +139,7 @@ def _build(models: Models, params: ClaimParams, limit: Any, worker_id: Any, lite
                    job.priority, job.created_at, job.run_count, job.failure_count,
                    sa.cast(sa.func.extract("epoch", sa.func.now() - job.visible_at), sa.Float).label("waited"),
                    own_timeout(models).label("timeout"),  # an enqueue's timeout= (v6)
-                   _RELAX_COMMIT)
+                   _RELAX_COMMIT, *probed)
         .execution_options(synchronize_session=False)
     )
 
@@ -135,8 +149,18 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
 
     Rows come back in claim order: priority, then age, then id.
     """
+    return claim_probing(models, session, params)[0]
+
+
+def claim_probing(models: Models, session: Runner, params: ClaimParams) -> tuple[list[ClaimedJob], set[str] | None]:
+    """:func:`claim`, and those of ``params.probe`` that had a pending job visible in the claim's snapshot.
+
+    The look costs the claim statement an InitPlan, no statement of its
+    own; it rides on the claimed rows, so with no row claimed it is None
+    (unknown).  Nothing is claimed for the probed kinds.
+    """
     if params.limit <= 0 or not params.kinds:
-        return []
+        return [], None
     binds: dict[str, Any] = {"limit": params.limit, "worker_id": params.worker_id}
     for i, kind in enumerate(_capped(params)):
         binds[f"cap_{i}"] = max(0, min(params.caps[kind], params.limit))
@@ -155,7 +179,8 @@ def claim(models: Models, session: Runner, params: ClaimParams) -> list[ClaimedJ
         for r in rows
     ]
     jobs.sort(key=_claim_order)
-    return jobs
+    probed = (set(rows[0][11] or ()) if rows else None) if params.probe else set()
+    return jobs, probed
 
 
 def _claim_order(job: ClaimedJob) -> tuple[int, datetime, str]:
@@ -201,4 +226,4 @@ def explain_claim(connection: sa.Connection, models: Models, params: ClaimParams
     return "\n".join(str(row[0]) for row in rows)
 
 
-__all__ = ["claim", "claim_statement", "explain_claim", "seconds_until_visible"]
+__all__ = ["claim", "claim_probing", "claim_statement", "explain_claim", "seconds_until_visible"]

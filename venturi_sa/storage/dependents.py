@@ -6,7 +6,10 @@ not yet counted as terminal) is above zero.  The count, not the marker, says
 that a job waits for its parents: a job waiting for a signal with no timeout
 is at ``'infinity'`` too (with a count of zero if it has parents).  Every transaction that makes a
 job terminal calls :func:`settle` with the ids it ended, in that same
-transaction: one statement marks their ``<prefix>_parents`` rows done
+transaction (an outcome batch only with the ids its own statement found
+named by a dependency row not yet done: read after its row locks, the same
+rows settle would read, so a batch without dependents sends no settle):
+one statement marks their ``<prefix>_parents`` rows done
 (found through the ``parent_id`` index first: an id without dependents
 costs one index probe, and the jobs table is read only for the parents of
 waiting jobs), locks the dependents' ``<prefix>_waits`` rows in ascending

@@ -28,7 +28,15 @@ server: idle (its client frozen or gone) or waiting on a lock for
   without row locks, then locks what it picked ``SKIP LOCKED`` and ranks
   again without the rows it skipped (up to :data:`SKIP_ROUNDS` times);
 * the other kinds follow in the ordinary claim statement with what is left
-  of ``limit``.
+  of ``limit``;
+* a limited kind whose last claim (taken first) found nothing is not taken
+  first: the ordinary claim statement looks for a pending job of it visible
+  now (an InitPlan, no statement of its own).  If it finds one, or claims no
+  row to say whether it did, the kind is claimed right after it, the usual
+  way (lock, budget, fair order), and first again from the next claim.  An
+  idle limited kind so costs its worker's claims nothing while the other
+  kinds have work; a kind whose budget is used up alternates between first
+  and after, so a freed slot is taken within two claims.
 
 Every claim is a start: the claimed rows' starts are logged (rate-limited
 kinds only) and the log is pruned past :data:`~venturi_sa.declarations.limit_rules.MAX_RATE_WINDOW`,
@@ -62,6 +70,8 @@ _LIMITED: dict[str, set[str]] = {}
 """Per prefix, the kinds this process has claimed as limited: their freed slots wake the other workers."""
 _RATED: dict[str, dict[str, Rate]] = {}
 """Per prefix, the kind-wide rates in force at this process's last limited claim."""
+_IDLE: dict[str, set[str]] = {}
+"""Per prefix, the limited kinds whose last claim (taken first) found nothing: the plain statement looks first."""
 _BUSY: dict[str, set[str]] = {}
 """Per prefix, the limited kinds whose lock was held elsewhere at this process's last claim of them."""
 BUSY_RETRY = 0.05
@@ -86,23 +96,58 @@ def claim(models: Models, runner: Runner, params: ClaimParams) -> list[ClaimedJo
     if not slow:  # the plain statement alone: it leaves out a kind overridden since the read above
         plain_params = params if params.skip_overridden else replace(params, skip_overridden=True)
         return plain.claim(models, runner, plain_params)
-    limited = effective_limits(models, runner, slow, params.limits)  # read in this transaction: never stale
+    rest = [k for k in params.kinds if k not in slow]
+    rated = _RATED.get(models.prefix)
+    if rated:
+        for kind in rest:  # no longer limited: no rate to wait for
+            rated.pop(kind, None)
+    idle = _IDLE.setdefault(models.prefix, set())
+    later = tuple(k for k in slow if k in idle) if rest else ()  # looked for by the plain statement first
+    jobs = _claim_limited(models, runner, params, [k for k in slow if k not in later], params.limit, idle)
+    if rest and len(jobs) < params.limit:
+        got, found = plain.claim_probing(models, runner, replace(
+            params, kinds=rest, limit=params.limit - len(jobs), skip_overridden=True, probe=later))
+        jobs += got
+        woken = set(later) if found is None else found  # no row claimed to say which: look at each
+        idle.difference_update(woken)  # first again from the next claim
+        if woken:
+            jobs += _claim_limited(models, runner, params, [k for k in later if k in woken],
+                                   params.limit - len(jobs), None)
+    jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
+    return jobs
+
+
+def _claim_limited(models: Models, runner: Runner, params: ClaimParams, kinds: list[str], limit: int,
+                   idle: set[str] | None) -> list[ClaimedJob]:
+    """Claim up to ``limit`` jobs of the limited ``kinds``, one kind after another in name order.
+
+    With ``idle``, a kind that was tried (its lock taken) and claimed
+    nothing is added to it: later claims look for its work in the plain
+    statement before they take the limited path for it again.
+    """
+    if not kinds or limit <= 0:
+        return []
+    limited = effective_limits(models, runner, kinds, params.limits)  # read in this transaction: never stale
     _LIMITED.setdefault(models.prefix, set()).update(limited)
-    _RATED[models.prefix] = {k: v.rate_limit for k, v in limited.items() if v.rate_limit is not None}
+    rated = _RATED.setdefault(models.prefix, {})
+    for kind in kinds:
+        rate = limited[kind].rate_limit if kind in limited else None
+        if rate is None:
+            rated.pop(kind, None)
+        else:
+            rated[kind] = rate
     busy = set(limited) - lock(models, runner, sorted(limited)) if limited else set()
     mine = _BUSY.setdefault(models.prefix, set())
-    mine.difference_update(limited)
+    mine.difference_update(kinds)
     mine.update(busy)
     jobs: list[ClaimedJob] = []
-    for kind in sorted(slow):  # an overridden kind with no limit left in force: the same path, no budget
-        room = min(params.limit - len(jobs), params.caps.get(kind, _BIG))
+    for kind in sorted(kinds):  # an overridden kind with no limit left in force: the same path, no budget
+        room = min(limit - len(jobs), params.caps.get(kind, _BIG))
         if room > 0 and kind not in busy:  # another claimer holds its lock: the next claim tries again
-            jobs += claim_kind(models, runner, params, kind, limited.get(kind, KindLimits()), room)
-    rest = [k for k in params.kinds if k not in slow]
-    if rest and len(jobs) < params.limit:
-        jobs += plain.claim(models, runner, replace(params, kinds=rest, limit=params.limit - len(jobs),
-                                                    skip_overridden=True))
-    jobs.sort(key=lambda j: (j.priority, j.created_at, j.id))
+            got = claim_kind(models, runner, params, kind, limited.get(kind, KindLimits()), room)
+            jobs += got
+            if idle is not None and not got:
+                idle.add(kind)
     return jobs
 
 

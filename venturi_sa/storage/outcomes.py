@@ -248,11 +248,25 @@ def _finish_many_statement(models: Models) -> Any:
         .from_select(["job_id", "kind", "run_no", "recorded_at", "outcome", "note", "attachment"],
                      sa.select(done.c.id, done.c.kind, done.c.run_count, now, done.c.outcome, done.c.note,
                                done.c.attachment))
-        .returning(journal.c.job_id, journal.c.run_no, journal.c.outcome)
+        .returning(journal.c.job_id, journal.c.run_no, journal.c.outcome, _has_dependents(models, journal))
         .add_cte(done, owed, ended, cleared)
     )
     _STATEMENTS[key] = stmt
     return stmt
+
+
+def _has_dependents(models: Models, journal: Any) -> Any:
+    """Whether a dependency row names the ``journal`` row's job as a parent not yet counted done (an index probe).
+
+    Read in the outcome statement, after the batch's row locks: it sees every
+    dependency row :func:`dependents.settle` would see then (an ``after=``
+    enqueue naming one of these jobs waits for the lock), so a batch without
+    one skips the settle's statement.
+    """
+    # Text: SQLAlchemy does not correlate a subquery in an INSERT's RETURNING with the inserted table.
+    return sa.literal_column(f"EXISTS (SELECT FROM {models.workflow.parents_table.name} AS waiting_on "
+                             f"WHERE waiting_on.parent_id = {journal.name}.job_id AND NOT waiting_on.done)",
+                             sa.Boolean).label("has_dependents")
 
 
 def finish_many(models: Models, session: Runner, params: FinishManyParams) -> dict[Fence, Outcome]:
@@ -275,9 +289,10 @@ def finish_many(models: Models, session: Runner, params: FinishManyParams) -> di
         return {}
     _run(session, _lock_statement(models), {  # a statement of its own: the write below reads after the wait
         "ids": sorted({p.fence.job_id for p in batch}), "workers": sorted({p.fence.claimed_by for p in batch})}).all()
-    rows = _run(session, _finish_many_statement(models), {"outcomes": _batch_document(batch)})
+    rows = _run(session, _finish_many_statement(models), {"outcomes": _batch_document(batch)}).all()
     written = {(r[0], r[1]): r[2] for r in rows}
-    dependents.settle(models, session, [job_id for job_id, _ in written])  # parents that ended release/kill theirs
+    # parents that ended release/kill theirs; a batch whose jobs no dependent waits for sends nothing more
+    dependents.settle(models, session, [r[0] for r in rows if r[3]])
     recorded: dict[Fence, Outcome] = {}
     for p in batch:
         outcome = written.get((p.fence.job_id, p.fence.run_count))

@@ -93,6 +93,7 @@ class ClaimParams:
     throttles: Mapping[str, timedelta] = field(default_factory=dict)  # Task.throttle by kind (storage/throttled_claim)
     limits: Mapping[str, KindLimits] = field(default_factory=dict)  # declared limits (storage/limited_claim.py)
     skip_overridden: bool = False  # leave out kinds with a runtime limit override (storage/limited_claim.py)
+    probe: tuple[str, ...] = ()  # kinds (not claimed here) the claim also looks for work of (storage/limited_claim.py)
 
 
 ZERO = timedelta(0)
